@@ -1,0 +1,7 @@
+"""``python -m ocf`` runs the ``ocf`` command line."""
+
+import sys
+
+from ocf.cli import main
+
+sys.exit(main())

@@ -1,0 +1,97 @@
+"""The ``ocf`` command line: look inside checkpoints and check them.
+
+    ocf inspect PATH [--tensor KEY] [--all] [--no-verify]
+    ocf verify PATH
+
+Errors print as ``CATEGORY: file: detail [requirement]`` on stderr, and the
+command exits with status 1 (2 for usage errors).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+import numpy as np
+
+from ocf import __version__
+from ocf.errors import OCFError
+from ocf.reader import Reader
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    raise AssertionError("unreachable")
+
+
+def _table(rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+
+def inspect(args: argparse.Namespace) -> int:
+    with Reader(args.path, verify=not args.no_verify) as reader:
+        if args.tensor is not None:
+            print(f"tensor_name: {args.tensor}")
+            print(reader.get_tensor(args.tensor))
+            return 0
+        major, minor = reader.format_version
+        print(f"checkpoint: {reader.path}")
+        print(f"format {major}.{minor}, written by {reader.index.writer or 'unknown'}, "
+              f"{len(reader)} tensors in {len(reader.index.shards)} shard(s)")
+        for key, value in reader.metadata.items():
+            print(f"metadata {key} = {value!r}")
+        rows = [("KEY", "DTYPE", "SHAPE", "STORED", "CODEC")]
+        for key, info in reader.items():
+            sliced = f" ({len(info.pieces)} slices)" if info.pieces else ""
+            rows.append((key, info.dtype.name, str(list(info.shape)),
+                         _size(info.stored_length), info.codec_name + sliced))
+        print(_table(rows))
+        if args.all:
+            for key in reader:
+                print(f"\ntensor_name: {key}")
+                print(reader.get_tensor(key))
+    return 0
+
+
+def verify(args: argparse.Namespace) -> int:
+    with Reader(args.path) as reader:
+        reader.verify_all()
+        total = sum(info.stored_length for info in reader.values())
+        print(f"OK: {reader.path}: {len(reader)} tensors, {_size(total)} checked")
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ocf", description="Open Checkpoint Format tools")
+    parser.add_argument("--version", action="version", version=f"ocf {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    p = commands.add_parser("inspect", help="list tensors with dtype, shape, size and codec")
+    p.add_argument("path", help="a checkpoint file, or a directory holding index.ocf")
+    p.add_argument("--tensor", metavar="KEY", help="print the value of this tensor")
+    p.add_argument("--all", action="store_true", help="print the value of every tensor")
+    p.add_argument("--no-verify", action="store_true", help="skip checksum verification")
+    p.set_defaults(run=inspect)
+    p = commands.add_parser("verify", help="check structure and every checksum")
+    p.add_argument("path", help="a checkpoint file, or a directory holding index.ocf")
+    p.set_defaults(run=verify)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        with np.printoptions(linewidth=100):
+            status: int = args.run(args)
+            return status
+    except OCFError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

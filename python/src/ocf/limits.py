@@ -1,0 +1,25 @@
+"""Hard limits of spec/format.md, "Limits" [R-LIMIT-001] [R-LIMIT-002].
+
+A reader refuses anything beyond them with LIMIT_EXCEEDED, before it
+allocates memory for it; a writer refuses to produce it.
+"""
+
+from __future__ import annotations
+
+MAX_INDEX_BYTES = 256 << 20
+MAX_TENSORS = 1 << 24
+MAX_SHARDS = 65536
+MAX_KEY_BYTES = 4096
+MAX_RANK = 32
+MAX_SLICES_PER_TENSOR = 4096
+MAX_CHUNKS_PER_BLOCK = 1 << 24
+MAX_METADATA_DEPTH = 32
+MAX_ELEMENTS = 1 << 62
+MIN_CHUNK_SIZE = 4096
+MAX_CHUNK_SIZE = 1 << 30
+# No Zstandard frame decodes to more than 32768 bytes per stored byte: its
+# densest block (RLE) takes 4 bytes for 131072 bytes of output.
+MAX_ZSTD_RATIO = 32768
+# Offsets and lengths are uint64 on disk; anything at or above 2**63 is
+# refused so that every sum of two such values stays exact in any language.
+MAX_FILE_OFFSET = (1 << 63) - 1

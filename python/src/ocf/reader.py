@@ -1,0 +1,377 @@
+"""Checkpoint reader (spec/format.md, spec/commit.md).
+
+Opening reads only the footer and the index, checks them completely, and
+checks that every shard file exists with its recorded length. Tensors are
+read on demand: :meth:`Reader.get_tensor` returns uncompressed tensors as
+read-only NumPy views over a memory map (zero-copy), :meth:`Reader.read_tensor`
+returns a fresh writable array, and :meth:`Reader.get_slice` reads only the
+chunks that hold the requested region. Checksums are verified on every
+read unless ``verify=False`` [R-CRC-001].
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+from collections.abc import Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from math import prod
+from pathlib import Path
+from types import TracebackType
+
+import numpy as np
+
+from ocf.checksum import crc32c
+from ocf.codec import Compression, decode_zstd
+from ocf.container import (
+    FOOTER_SIZE,
+    INDEX_FILE_NAME,
+    PREAMBLE_SIZE,
+    check_preamble,
+    parse_footer,
+)
+from ocf.errors import (
+    IntegrityError,
+    MalformedError,
+    NotFoundError,
+    OCFError,
+)
+from ocf.index import Block, IndexModel, TensorInfo, decode_index
+from ocf.metadata import MetadataValue
+from ocf.raw import check_bool, decode_strings
+from ocf.slicing import Box, chunks_touching, intersect, select
+
+# Reads of uncompressed data go to the file in groups of about this many
+# bytes, each checksummed on a worker thread while the next one is read.
+_READ_GROUP = 8 << 20
+
+
+def resolve(path: str | os.PathLike[str]) -> Path:
+    """The index file of the checkpoint at ``path`` [R-FILE-008]."""
+    target = Path(path)
+    if target.is_dir():
+        index = target / INDEX_FILE_NAME
+        if not index.is_file():
+            raise NotFoundError(
+                f"directory holds no committed checkpoint ({INDEX_FILE_NAME} is missing; "
+                "files there may be leftovers of an unfinished write)",
+                path=target,
+                requirement="R-COMMIT-003",
+            )
+        return index
+    if not target.is_file():
+        raise NotFoundError("no checkpoint at this path", path=target, requirement="R-FILE-008")
+    return target
+
+
+def _pread_exact(fd: int, length: int, offset: int, path: Path) -> bytes:
+    data = os.pread(fd, length, offset)
+    if len(data) != length:
+        raise MalformedError(f"file ended after {offset + len(data)} bytes, expected at "
+                             f"least {offset + length}: truncated", path=path)
+    return data
+
+
+class _Shard:
+    """An open file holding tensor bytes; memory-mapped on first use."""
+
+    def __init__(self, path: Path, fd: int, size: int) -> None:
+        self.path = path
+        self.fd = fd
+        self.size = size
+        self._map: mmap.mmap | None = None
+
+    @classmethod
+    def open(cls, path: Path, expected_length: int) -> _Shard:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            raise NotFoundError("shard file named by the index is missing", path=path,
+                                requirement="R-SHARD-002") from None
+        shard = cls(path, fd, os.fstat(fd).st_size)
+        if shard.size != expected_length:
+            shard.close()
+            raise MalformedError(f"shard is {shard.size} bytes, the index says "
+                                 f"{expected_length}: truncated or replaced", path=path,
+                                 requirement="R-SHARD-002")
+        check_preamble(_pread_exact(fd, PREAMBLE_SIZE, 0, path), path)
+        return shard
+
+    def mapping(self) -> mmap.mmap:
+        if self._map is None:
+            self._map = mmap.mmap(self.fd, self.size, access=mmap.ACCESS_READ)
+        return self._map
+
+    def read_into(self, buffer: memoryview, offset: int) -> None:
+        while buffer:
+            count = os.preadv(self.fd, [buffer], offset)
+            if count == 0:
+                raise MalformedError("file ended early: truncated", path=self.path)
+            buffer, offset = buffer[count:], offset + count
+
+    def close(self) -> None:
+        if self._map is not None:
+            # Arrays may still view the map; it then closes when they are gone.
+            with contextlib.suppress(BufferError):
+                self._map.close()
+            self._map = None
+        os.close(self.fd)
+
+
+class Reader(Mapping[str, TensorInfo]):
+    """An open checkpoint: a read-only mapping from key to :class:`TensorInfo`."""
+
+    def __init__(self, path: str | os.PathLike[str], *, verify: bool = True) -> None:
+        self.path = resolve(path)
+        self.verify = verify
+        self.bytes_read = 0
+        self._verified: set[tuple[int, int, int]] = set()
+        self._pool: ThreadPoolExecutor | None = None
+        self._shards: list[_Shard] = []
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            own = _Shard(self.path, fd, os.fstat(fd).st_size)
+            self.index = self._read_index(own)
+        except BaseException:
+            os.close(fd)
+            raise
+        try:
+            self._shards = [own if s.path == "" else _Shard.open(self.path.parent / s.path,
+                                                                 s.length)
+                            for s in self.index.shards]
+        except BaseException:
+            self.close()
+            os.close(fd) if all(s is not own for s in self._shards) else None
+            raise
+        self._own = own
+
+    # -- opening --------------------------------------------------------------
+
+    def _read_index(self, own: _Shard) -> IndexModel:
+        path, size = own.path, own.size
+        tail = _pread_exact(own.fd, FOOTER_SIZE, size - FOOTER_SIZE, path) \
+            if size >= FOOTER_SIZE else b""
+        footer = parse_footer(tail, size, path)
+        self.format_version = (footer.format_major, footer.format_minor)
+        check_preamble(_pread_exact(own.fd, PREAMBLE_SIZE, 0, path), path)
+        data = _pread_exact(own.fd, footer.index_length, footer.index_offset, path)
+        if crc32c(data) != footer.index_crc32c:
+            raise IntegrityError(f"index checksum is {crc32c(data):#010x}, the footer says "
+                                 f"{footer.index_crc32c:#010x}", path=path,
+                                 requirement="R-FILE-006")
+        return decode_index(data, str(path), footer.index_offset)
+
+    # -- mapping interface ----------------------------------------------------
+
+    def __getitem__(self, key: str) -> TensorInfo:
+        try:
+            return self.index.tensors[key]
+        except KeyError:
+            raise NotFoundError("no tensor with this key", path=self.path, key=key) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.index.tensors)
+
+    def __len__(self) -> int:
+        return len(self.index.tensors)
+
+    @property
+    def metadata(self) -> dict[str, MetadataValue]:
+        return self.index.metadata
+
+    # -- reading --------------------------------------------------------------
+
+    def get_tensor(self, key: str) -> np.ndarray:
+        """The tensor ``key``; a read-only zero-copy view when it is stored uncompressed."""
+        info = self[key]
+        block = info.block
+        if block is None or block.compression is not Compression.NONE or info.dtype.is_bytes:
+            return self.read_tensor(key)
+        raw = self._mapped(block)
+        self._verify_chunks(info, block, range(block.chunk_count), raw)
+        return self._materialize(info, raw, info.shape)
+
+    def read_tensor(self, key: str) -> np.ndarray:
+        """The tensor ``key`` as a new, writable array that owns its memory."""
+        info = self[key]
+        if info.block is None:
+            return self._read_region(info, ((0,) * len(info.shape), info.shape))
+        raw = self._read_block(info, info.block)
+        return self._materialize(info, raw, info.shape)
+
+    def get_slice(self, key: str, index: object) -> np.ndarray:
+        """``tensor[index]`` for basic NumPy indices, reading only the chunks it needs."""
+        info = self[key]
+        selection = select(index, info.shape)
+        return np.array(selection.apply(self._read_region(info, selection.box)))
+
+    def verify_all(self) -> None:
+        """Check every chunk of every tensor: checksums, codecs, byte strings, bools."""
+        for key in self:
+            self.read_tensor(key)
+
+    # -- blocks ---------------------------------------------------------------
+
+    def _mapped(self, block: Block) -> np.ndarray:
+        if block.raw_length == 0:
+            return np.empty(0, dtype=np.uint8)
+        return np.frombuffer(self._shards[block.shard].mapping(), dtype=np.uint8,
+                             count=block.raw_length, offset=block.offset)
+
+    def _verify_chunks(self, info: TensorInfo, block: Block, chunks: Iterator[int] | range,
+                       raw: np.ndarray) -> None:
+        """Checksum the given chunks of an uncompressed block (each once per reader)."""
+        wanted = list(chunks)
+        self.bytes_read += sum(b - a for a, b in map(block.raw_range, wanted))
+        if not self.verify:
+            return
+        todo = [i for i in wanted if (block.shard, block.offset, i) not in self._verified]
+        view = raw.data
+        spans = [block.raw_range(i) for i in todo]
+        if block.raw_length >= _READ_GROUP and len(todo) > 1:
+            crcs = list(self._threads().map(lambda s: crc32c(view[s[0]:s[1]]), spans))
+        else:
+            crcs = [crc32c(view[a:b]) for a, b in spans]
+        for i, crc in zip(todo, crcs):
+            self._check_crc(info, block, i, crc)
+            self._verified.add((block.shard, block.offset, i))
+
+    def _check_crc(self, info: TensorInfo, block: Block, chunk: int, crc: int) -> None:
+        if crc != block.chunk_crcs[chunk]:
+            raise IntegrityError(
+                f"chunk {chunk} (bytes {block.chunk_offsets[chunk]}..."
+                f"{block.chunk_offsets[chunk + 1]} of {self._shards[block.shard].path.name}) "
+                f"has CRC-32C {crc:#010x}, the index says {block.chunk_crcs[chunk]:#010x}",
+                path=self.path, key=info.key, requirement="R-CRC-001")
+
+    def _read_block(self, info: TensorInfo, block: Block) -> np.ndarray:
+        """All raw bytes of a block, read (not mapped) into a new buffer."""
+        out = np.empty(block.raw_length, dtype=np.uint8)
+        if block.compression is Compression.NONE:
+            self._read_plain(info, block, out.data)
+        else:
+            self._decode_chunks(info, block, range(block.chunk_count), out)
+        return out
+
+    def _read_plain(self, info: TensorInfo, block: Block, out: memoryview) -> None:
+        """Read an uncompressed block in groups of chunks; checksum each group on a
+        worker thread while the next one is read."""
+        shard = self._shards[block.shard]
+        per_group = max(1, _READ_GROUP // block.raw_chunk_size) if block.chunk_count else 1
+        pending: list[tuple[range, Future[list[int]]]] = []
+        for first in range(0, block.chunk_count, per_group):
+            chunks = range(first, min(first + per_group, block.chunk_count))
+            start, end = block.raw_range(chunks[0])[0], block.raw_range(chunks[-1])[1]
+            shard.read_into(out[start:end], block.offset + start)
+            if not self.verify:
+                continue
+            if block.chunk_count > per_group:
+                pending.append((chunks, self._threads().submit(self._crcs, block, out, chunks)))
+            else:
+                self._check_crcs(info, block, chunks, self._crcs(block, out, chunks))
+        self.bytes_read += block.raw_length
+        for chunks, future in pending:
+            self._check_crcs(info, block, chunks, future.result())
+
+    def _check_crcs(self, info: TensorInfo, block: Block, chunks: range, crcs: list[int]
+                    ) -> None:
+        for i, crc in zip(chunks, crcs):
+            self._check_crc(info, block, i, crc)
+
+    @staticmethod
+    def _crcs(block: Block, out: memoryview, chunks: range) -> list[int]:
+        return [crc32c(out[a:b]) for a, b in map(block.raw_range, chunks)]
+
+    def _decode_chunks(self, info: TensorInfo, block: Block, chunks: Iterator[int] | range,
+                       out: np.ndarray) -> None:
+        """Read, check and decode the given chunks of a zstd block into ``out``."""
+        shard = self._shards[block.shard]
+        itemsize = info.dtype.itemsize if block.byte_shuffle else 1
+
+        def decode(i: int) -> None:
+            start, end = block.chunk_offsets[i], block.chunk_offsets[i + 1]
+            stored = _pread_exact(shard.fd, end - start, start, shard.path)
+            if self.verify:
+                self._check_crc(info, block, i, crc32c(stored))
+            a, b = block.raw_range(i)
+            try:
+                out[a:b] = decode_zstd(stored, b - a, itemsize)
+            except MalformedError as exc:
+                raise MalformedError(f"chunk {i}: {exc.detail}", path=self.path, key=info.key,
+                                     requirement=exc.requirement) from None
+
+        todo = list(chunks)
+        self.bytes_read += sum(block.chunk_offsets[i + 1] - block.chunk_offsets[i] for i in todo)
+        if len(todo) > 1:
+            list(self._threads().map(decode, todo))
+        else:
+            for i in todo:
+                decode(i)
+
+    def _block_region(self, info: TensorInfo, block: Block, shape: tuple[int, ...],
+                      box: Box) -> np.ndarray:
+        """The elements of ``box`` from a block holding a tensor (or slice) of ``shape``."""
+        window = tuple(slice(s, s + e) for s, e in zip(*box))
+        if info.dtype.is_bytes:
+            return self._materialize(info, self._read_block(info, block), shape)[window]
+        chunks = chunks_touching(shape, info.dtype.itemsize, block.raw_chunk_size,
+                                 block.chunk_count, box)
+        if block.compression is Compression.NONE:
+            raw = self._mapped(block)
+            self._verify_chunks(info, block, iter(chunks.tolist()), raw)
+        else:
+            raw = np.empty(block.raw_length, dtype=np.uint8)  # pages untouched until decoded
+            self._decode_chunks(info, block, iter(chunks.tolist()), raw)
+        return self._materialize(info, raw, shape)[window]
+
+    def _read_region(self, info: TensorInfo, box: Box) -> np.ndarray:
+        """A new array holding the elements of ``box`` of the tensor."""
+        if info.block is not None:
+            return np.array(self._block_region(info, info.block, info.shape, box))
+        dtype = object if info.dtype.numpy is None else info.dtype.numpy
+        out = np.empty(box[1], dtype=dtype)
+        for piece in info.pieces:
+            common = intersect(box, (piece.start, piece.extent))
+            if common is None:
+                continue
+            local = (tuple(c - p for c, p in zip(common[0], piece.start)), common[1])
+            target = tuple(slice(c - b, c - b + e) for c, b, e in zip(common[0], box[0],
+                                                                      common[1]))
+            out[target] = self._block_region(info, piece.block, piece.extent, local)
+        return out
+
+    def _materialize(self, info: TensorInfo, raw: np.ndarray, shape: tuple[int, ...]
+                     ) -> np.ndarray:
+        try:
+            if info.dtype.numpy is None:
+                return decode_strings(raw, prod(shape), shape)
+            array = raw.view(info.dtype.numpy).reshape(shape)
+            if info.dtype.name == "bool":
+                check_bool(array)
+            return array
+        except OCFError as exc:
+            raise type(exc)(exc.detail, path=self.path, key=info.key,
+                            requirement=exc.requirement) from None
+
+    def _threads(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1))
+        return self._pool
+
+    # -- lifetime -------------------------------------------------------------
+
+    def close(self) -> None:
+        for shard in {id(s): s for s in self._shards}.values():
+            shard.close()
+        self._shards = []
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+    def __enter__(self) -> Reader:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()

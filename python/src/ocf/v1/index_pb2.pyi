@@ -1,0 +1,47 @@
+from ocf.v1 import metadata_pb2 as _metadata_pb2
+from ocf.v1 import object_graph_pb2 as _object_graph_pb2
+from ocf.v1 import tensor_pb2 as _tensor_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Header(_message.Message):
+    __slots__ = ("required_features", "writer")
+    REQUIRED_FEATURES_FIELD_NUMBER: _ClassVar[int]
+    WRITER_FIELD_NUMBER: _ClassVar[int]
+    required_features: _containers.RepeatedScalarFieldContainer[str]
+    writer: str
+    def __init__(self, required_features: _Optional[_Iterable[str]] = ..., writer: _Optional[str] = ...) -> None: ...
+
+class Shard(_message.Message):
+    __slots__ = ("path", "length")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    LENGTH_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    length: int
+    def __init__(self, path: _Optional[str] = ..., length: _Optional[int] = ...) -> None: ...
+
+class Index(_message.Message):
+    __slots__ = ("header", "shards", "tensors", "metadata", "object_graph")
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: _metadata_pb2.Value
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[_metadata_pb2.Value, _Mapping]] = ...) -> None: ...
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    SHARDS_FIELD_NUMBER: _ClassVar[int]
+    TENSORS_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_GRAPH_FIELD_NUMBER: _ClassVar[int]
+    header: Header
+    shards: _containers.RepeatedCompositeFieldContainer[Shard]
+    tensors: _containers.RepeatedCompositeFieldContainer[_tensor_pb2.TensorEntry]
+    metadata: _containers.MessageMap[str, _metadata_pb2.Value]
+    object_graph: _object_graph_pb2.ObjectGraph
+    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., shards: _Optional[_Iterable[_Union[Shard, _Mapping]]] = ..., tensors: _Optional[_Iterable[_Union[_tensor_pb2.TensorEntry, _Mapping]]] = ..., metadata: _Optional[_Mapping[str, _metadata_pb2.Value]] = ..., object_graph: _Optional[_Union[_object_graph_pb2.ObjectGraph, _Mapping]] = ...) -> None: ...

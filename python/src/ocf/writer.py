@@ -1,0 +1,379 @@
+"""Streaming checkpoint writer (spec/format.md, spec/commit.md).
+
+Tensor bytes go from the arrays straight to the file: no buffer of the
+whole checkpoint is ever built. Each tensor starts on a 64-byte boundary
+[R-DATA-001]; chunks are checksummed, and compressed on worker threads
+when zstd is chosen. The index is written last, and the checkpoint is
+published atomically on :meth:`Writer.commit` [R-COMMIT-001]
+[R-COMMIT-002]; a crash or an exception before that leaves nothing at the
+target but what was there before.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Literal
+
+import numpy as np
+
+from ocf import __version__, dtypes
+from ocf.checksum import crc32c
+from ocf.codec import ChunkEncoder, Compression
+from ocf.commit import fsync_dir, is_temp_name, new_write_id, publish, remove_quietly, temp_path
+from ocf.container import (
+    FOOTER_SIZE,
+    INDEX_FILE_NAME,
+    PREAMBLE,
+    PREAMBLE_SIZE,
+    Footer,
+    padding,
+)
+from ocf.errors import InvalidError, LimitExceededError
+from ocf.limits import MAX_CHUNK_SIZE, MAX_INDEX_BYTES, MAX_KEY_BYTES, MIN_CHUNK_SIZE
+from ocf.metadata import encode_map
+from ocf.raw import to_raw
+from ocf.slicing import boxes_tile
+from ocf.v1 import index_pb2, tensor_pb2
+
+Layout = Literal["file", "directory"]
+
+DEFAULT_CHUNK_SIZE = 1 << 20
+DEFAULT_MAX_SHARD_SIZE = 4 << 30
+# Writes smaller than this are gathered in memory and written together,
+# so that many small tensors do not cost a system call each.
+_SMALL_WRITE = 256 << 10
+# Tensors at least this large are checksummed on a worker thread while the
+# main thread writes them.
+_PARALLEL_CRC = 4 << 20
+
+
+class _OutputFile:
+    """One file being written: preamble first, then 64-byte aligned blocks."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file = open(path, "xb", buffering=0)  # noqa: SIM115 - closed in close()
+        self._pending = bytearray(PREAMBLE)
+        self.position = PREAMBLE_SIZE
+
+    def align(self) -> None:
+        pad = padding(self.position)
+        self._pending += bytes(pad)
+        self.position += pad
+
+    def write(self, data: memoryview | bytes) -> None:
+        if len(data) < _SMALL_WRITE:
+            self._pending += data
+        else:
+            self.flush()
+            self._write_all(memoryview(data))
+        self.position += len(data)
+
+    def flush(self) -> None:
+        if self._pending:
+            self._write_all(memoryview(self._pending))
+            self._pending = bytearray()
+
+    def _write_all(self, view: memoryview) -> None:
+        view = view.cast("B")
+        while view:
+            written = self._file.write(view)
+            view = view[written:]
+
+    def close_durably(self) -> None:
+        self.flush()
+        os.fsync(self._file.fileno())
+        self._file.close()
+
+    def discard(self) -> None:
+        self._file.close()
+        remove_quietly(self.path)
+
+
+@dataclass
+class _SlicedTensor:
+    dtype: dtypes.DTypeInfo
+    shape: tuple[int, ...]
+    slices: list[tensor_pb2.TensorSlice] = field(default_factory=list)
+
+
+class Writer:
+    """Writes one checkpoint; use as a context manager, or call commit()/abort().
+
+    ``layout="file"`` writes one self-contained file (conventionally
+    ``.ocf``); ``layout="directory"`` writes a directory with ``index.ocf``
+    and data shards of at most ``max_shard_size`` bytes each (a tensor
+    larger than that gets a shard of its own).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        layout: Layout = "file",
+        compression: str | None = None,
+        compression_level: int = 3,
+        byte_shuffle: bool = False,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        max_shard_size: int = DEFAULT_MAX_SHARD_SIZE,
+        metadata: Mapping[str, object] | None = None,
+        threads: int | None = None,
+    ) -> None:
+        self.target = Path(path)
+        self.layout = layout
+        self.compression = Compression.parse(compression)
+        self.level = compression_level
+        self.byte_shuffle = byte_shuffle and self.compression is Compression.ZSTD
+        if chunk_size % 64 or not MIN_CHUNK_SIZE <= chunk_size <= MAX_CHUNK_SIZE:
+            raise InvalidError(f"chunk_size {chunk_size} must be a multiple of 64 in "
+                               f"[{MIN_CHUNK_SIZE}, {MAX_CHUNK_SIZE}]", requirement="R-CHUNK-001")
+        self.chunk_size = chunk_size
+        self.max_shard_size = max_shard_size
+        self.write_id = new_write_id()
+        self._index = index_pb2.Index()
+        self._index.header.writer = f"ocf-python {__version__}"
+        if metadata:
+            encode_map(metadata, self._index.metadata)
+        self._keys: set[str] = set()
+        self._sliced: dict[str, _SlicedTensor] = {}
+        self._threads = threads or min(4, os.cpu_count() or 1)
+        self._pool = ThreadPoolExecutor(max_workers=self._threads)
+        self._files: list[_OutputFile] = []
+        self._closed = False
+        self._prepare_target()
+
+    # -- public API -----------------------------------------------------------
+
+    def write(self, key: str, array: np.ndarray) -> None:
+        """Store ``array`` whole under ``key``; its bytes are written now."""
+        array = np.asarray(array)
+        self._claim_key(key)
+        dtype = dtypes.for_array(array)
+        entry = self._index.tensors.add(key=key, dtype=dtype.code, shape=array.shape)
+        entry.data.CopyFrom(self._store(to_raw(array, dtype), dtype))
+
+    def write_slice(
+        self, key: str, array: np.ndarray, start: Sequence[int], shape: Sequence[int]
+    ) -> None:
+        """Store ``array`` as the box at ``start`` of the tensor ``key`` of global ``shape``.
+
+        Several calls build one tensor; at commit its boxes must tile the
+        global shape exactly [R-SLICE-002].
+        """
+        array = np.asarray(array)
+        dtype = dtypes.for_array(array)
+        start, shape = tuple(int(x) for x in start), tuple(int(x) for x in shape)
+        sliced = self._sliced.get(key)
+        if sliced is None:
+            self._claim_key(key)
+            sliced = self._sliced[key] = _SlicedTensor(dtype, shape)
+        if sliced.dtype != dtype or sliced.shape != shape:
+            raise InvalidError(f"slice has dtype {dtype.name} and global shape {list(shape)}, "
+                               f"earlier slices {sliced.dtype.name} and {list(sliced.shape)}",
+                               key=key, requirement="R-SLICE-001")
+        if len(start) != len(shape) or array.ndim != len(shape) or array.size == 0 or any(
+            b < 0 or b + e > d for b, e, d in zip(start, array.shape, shape)
+        ):
+            raise InvalidError(f"slice of shape {list(array.shape)} at {list(start)} is not a "
+                               f"non-empty box inside {list(shape)}", key=key,
+                               requirement="R-SLICE-001")
+        piece = tensor_pb2.TensorSlice(start=start, extent=array.shape)
+        piece.data.CopyFrom(self._store(to_raw(array, dtype), dtype))
+        sliced.slices.append(piece)
+
+    def commit(self) -> None:
+        """Write the index and publish the checkpoint atomically."""
+        if self._closed:
+            raise InvalidError("writer is already closed", path=self.target)
+        try:
+            self._add_sliced_entries()
+            if self.layout == "file":
+                self._commit_file()
+            else:
+                self._commit_directory()
+        except BaseException:
+            self.abort()
+            raise
+        self._closed = True
+        self._pool.shutdown()
+
+    def abort(self) -> None:
+        """Drop everything written so far; the target is left as it was."""
+        for output in self._files:
+            output.discard()
+        self._files.clear()
+        self._closed = True
+        self._pool.shutdown(cancel_futures=True)
+
+    def __enter__(self) -> Writer:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.commit()
+        elif not self._closed:
+            self.abort()
+
+    # -- storing blocks -------------------------------------------------------
+
+    def _claim_key(self, key: str) -> None:
+        raw_key = key.encode("utf-8") if isinstance(key, str) else b""
+        if not raw_key or b"\0" in raw_key:
+            raise InvalidError("tensor keys must be non-empty str without NUL", key=repr(key),
+                               requirement="R-TENSOR-001")
+        if len(raw_key) > MAX_KEY_BYTES:
+            raise LimitExceededError(f"key is {len(raw_key)} bytes, above the limit of "
+                                     f"{MAX_KEY_BYTES}", requirement="R-TENSOR-001")
+        if key in self._keys:
+            raise InvalidError("key written twice", key=key, requirement="R-TENSOR-001")
+        self._keys.add(key)
+
+    def _store(self, raw: memoryview, dtype: dtypes.DTypeInfo) -> tensor_pb2.StoredData:
+        output = self._output_for(len(raw))
+        output.align()
+        ranges = self._chunk_ranges(len(raw))
+        data = tensor_pb2.StoredData(
+            shard=len(self._files) - 1 if self.layout == "directory" else 0,
+            offset=output.position,
+            raw_length=len(raw),
+            codec=self.compression.value,
+            chunk_size=self.chunk_size if len(ranges) > 1 else 0,
+        )
+        if self.compression is Compression.NONE:
+            data.chunk_crcs.extend(self._write_plain(output, raw, ranges))
+            data.stored_length = len(raw)
+        else:
+            shuffle = self.byte_shuffle and dtype.itemsize > 1
+            data.byte_shuffle = shuffle
+            encoder = ChunkEncoder(self.compression, self.level, dtype.itemsize if shuffle else 1)
+            for stored in self._encoded(encoder, raw, ranges):
+                data.chunk_crcs.append(crc32c(stored))
+                data.chunk_stored_lengths.append(len(stored))
+                output.write(stored)
+            data.stored_length = sum(data.chunk_stored_lengths)
+        return data
+
+    def _chunk_ranges(self, length: int) -> list[tuple[int, int]]:
+        return [(s, min(s + self.chunk_size, length)) for s in range(0, length, self.chunk_size)]
+
+    def _write_plain(
+        self, output: _OutputFile, raw: memoryview, ranges: list[tuple[int, int]]
+    ) -> list[int]:
+        def checksums() -> list[int]:
+            return [crc32c(raw[a:b]) for a, b in ranges]
+
+        if len(raw) < _PARALLEL_CRC:
+            crcs = checksums()
+            output.write(raw)
+            return crcs
+        pending = self._pool.submit(checksums)
+        output.write(raw)
+        return pending.result()
+
+    def _encoded(
+        self, encoder: ChunkEncoder, raw: memoryview, ranges: list[tuple[int, int]]
+    ) -> Iterator[memoryview | bytes]:
+        """Encoded chunks in order, at most a few in flight so memory stays bounded."""
+        window: deque[Future[memoryview | bytes]] = deque()
+        encode: Callable[[memoryview], memoryview | bytes] = encoder.encode
+        for a, b in ranges:
+            window.append(self._pool.submit(encode, raw[a:b]))
+            if len(window) > 2 * self._threads:
+                yield window.popleft().result()
+        while window:
+            yield window.popleft().result()
+
+    # -- files and commit -----------------------------------------------------
+
+    def _prepare_target(self) -> None:
+        if self.layout not in ("file", "directory"):
+            raise InvalidError(f"layout must be 'file' or 'directory', not {self.layout!r}")
+        if self.layout == "file":
+            if self.target.is_dir():
+                raise InvalidError("target is a directory; use layout='directory' to write "
+                                   "the multi-file form", path=self.target)
+            self.target.parent.mkdir(parents=True, exist_ok=True)
+            self._files.append(_OutputFile(temp_path(self.target, self.write_id)))
+            self._index.shards.add(path="")  # the file itself holds the data
+        else:
+            if self.target.exists() and not self.target.is_dir():
+                raise InvalidError("target exists and is not a directory", path=self.target)
+            self.target.mkdir(parents=True, exist_ok=True)
+
+    def _output_for(self, size: int) -> _OutputFile:
+        if self.layout == "file":
+            return self._files[0]
+        if not self._files or (
+            self._files[-1].position > PREAMBLE_SIZE
+            and self._files[-1].position + padding(self._files[-1].position) + size
+            > self.max_shard_size
+        ):
+            name = f"data-{self.write_id}-{len(self._files):05d}.ocfd"
+            self._files.append(_OutputFile(self.target / name))
+        return self._files[-1]
+
+    def _add_sliced_entries(self) -> None:
+        for key, sliced in self._sliced.items():
+            boxes = [(tuple(s.start), tuple(s.extent)) for s in sliced.slices]
+            if not boxes_tile(boxes, sliced.shape):
+                raise InvalidError(f"slices do not tile the global shape {list(sliced.shape)} "
+                                   "exactly (overlap or gap)", key=key, path=self.target,
+                                   requirement="R-SLICE-002")
+            entry = self._index.tensors.add(key=key, dtype=sliced.dtype.code, shape=sliced.shape)
+            entry.slices.extend(sliced.slices)
+
+    def _index_bytes(self) -> bytes:
+        index_bytes = self._index.SerializeToString(deterministic=True)
+        if len(index_bytes) > MAX_INDEX_BYTES:
+            raise LimitExceededError(f"index would be {len(index_bytes)} bytes, above the "
+                                     f"limit of {MAX_INDEX_BYTES}", path=self.target,
+                                     requirement="R-LIMIT-001")
+        return index_bytes
+
+    def _commit_file(self) -> None:
+        index_bytes = self._index_bytes()
+        output = self._files[0]
+        output.flush()
+        index_offset = output.position
+        output.write(index_bytes)
+        footer = Footer(index_offset, len(index_bytes), crc32c(index_bytes))
+        output.write(footer.pack())
+        assert output.position == index_offset + len(index_bytes) + FOOTER_SIZE
+        output.close_durably()
+        publish(output.path, self.target)
+        self._files.clear()
+
+    def _commit_directory(self) -> None:
+        for output in self._files:
+            output.close_durably()
+            self._index.shards.add(path=output.path.name, length=output.position)
+        index_bytes = self._index_bytes()
+        index_file = _OutputFile(temp_path(self.target / INDEX_FILE_NAME, self.write_id))
+        self._files.append(index_file)
+        index_offset = index_file.position
+        index_file.write(index_bytes)
+        index_file.write(Footer(index_offset, len(index_bytes), crc32c(index_bytes)).pack())
+        index_file.close_durably()
+        fsync_dir(self.target)
+        publish(index_file.path, self.target / INDEX_FILE_NAME)
+        referenced = {s.path for s in self._index.shards}
+        self._files.clear()
+        _remove_unreferenced(self.target, referenced)
+
+
+def _remove_unreferenced(directory: Path, referenced: set[str]) -> None:
+    """Delete shards the new index does not use: a previous version's, or a crash's."""
+    for entry in os.scandir(directory):
+        name = entry.name
+        stale_shard = name.startswith("data-") and name.endswith(".ocfd") and name not in referenced
+        if stale_shard or is_temp_name(name):
+            remove_quietly(Path(entry.path))

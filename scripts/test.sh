@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The whole test suite, set-up included: generated code, schema lint,
+# static checks, then pytest. Exits non-zero on any failure, and when
+# pytest collects no test at all.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+bash "$root/scripts/setup.sh"
+py="$root/.venv/bin/python"
+cd "$root"
+echo "== generated protobuf code is current"
+"$py" python/tools/gen_proto.py --check
+echo "== proto lint"
+"$py" python/tools/lint_proto.py
+echo "== ruff"
+"$py" -m ruff check python
+echo "== mypy (strict)"
+(cd python && "$py" -m mypy)
+echo "== pytest"
+status=0
+"$py" -m pytest python/tests "$@" || status=$?
+if [ "$status" -eq 5 ]; then
+  echo "pytest collected no tests: failing" >&2
+  exit 1
+fi
+exit "$status"
