@@ -1,0 +1,84 @@
+"""The ocf command line, end to end through the installed console script."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ocf
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    script = shutil.which("ocf", path=str(Path(sys.executable).parent))
+    command = [script] if script else [sys.executable, "-m", "ocf"]
+    return subprocess.run([*command, *args], capture_output=True, text=True, check=False)
+
+
+@pytest.fixture
+def checkpoint(tmp_path: Path) -> Path:
+    path = tmp_path / "model.ocf"
+    ocf.save_file({"dense/kernel": np.arange(6, dtype=np.float32).reshape(2, 3),
+                   "step": np.array(42, np.int64)}, path, metadata={"epoch": 3})
+    return path
+
+
+def test_inspect_lists_keys_dtypes_shapes_sizes_and_codecs(checkpoint: Path) -> None:
+    done = run("inspect", str(checkpoint))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "format 1.0" in lines[1]
+    assert "metadata epoch = 3" in lines
+    assert lines[-3].split() == ["KEY", "DTYPE", "SHAPE", "STORED", "CODEC"]
+    assert lines[-2].split() == ["dense/kernel", "float32", "[2,", "3]", "24", "B", "none"]
+    assert lines[-1].split() == ["step", "int64", "[]", "8", "B", "none"]
+
+
+def test_inspect_prints_one_tensor_or_all(checkpoint: Path) -> None:
+    one = run("inspect", str(checkpoint), "--tensor", "step")
+    assert one.stdout.splitlines() == ["tensor_name: step", "42"]
+    every = run("inspect", str(checkpoint), "--all")
+    assert "tensor_name: dense/kernel" in every.stdout
+    assert "[[0. 1. 2.]" in every.stdout
+
+
+def test_inspect_of_a_missing_key_exits_1_with_not_found(checkpoint: Path) -> None:
+    done = run("inspect", str(checkpoint), "--tensor", "nope")
+    assert done.returncode == 1
+    assert done.stderr.startswith("NOT_FOUND:")
+
+
+def test_verify_passes_on_a_good_checkpoint_and_a_directory(checkpoint: Path,
+                                                            tmp_path: Path) -> None:
+    assert run("verify", str(checkpoint)).returncode == 0
+    ocf.save_file({"x": np.ones(1000)}, tmp_path / "d", layout="directory",
+                  compression="zstd")
+    done = run("verify", str(tmp_path / "d"))
+    assert done.returncode == 0
+    assert done.stdout.startswith("OK:")
+
+
+def test_verify_reports_a_flipped_bit_as_integrity_naming_the_key(checkpoint: Path) -> None:
+    data = bytearray(checkpoint.read_bytes())
+    data[64 + 5] ^= 0x01  # inside dense/kernel, the first tensor
+    checkpoint.write_bytes(bytes(data))
+    done = run("verify", str(checkpoint))
+    assert done.returncode == 1
+    assert done.stderr.startswith("INTEGRITY:")
+    assert "'dense/kernel'" in done.stderr
+    assert "[R-CRC-001]" in done.stderr
+
+
+def test_verify_reports_truncation_as_malformed(checkpoint: Path) -> None:
+    checkpoint.write_bytes(checkpoint.read_bytes()[:-7])
+    done = run("verify", str(checkpoint))
+    assert done.returncode == 1
+    assert done.stderr.startswith("MALFORMED:")
+
+
+def test_usage_errors_exit_2() -> None:
+    assert run("frobnicate").returncode == 2
