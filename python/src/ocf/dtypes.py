@@ -20,7 +20,7 @@ from ocf.v1 import tensor_pb2
 class DTypeInfo:
     """One row of the dtype table."""
 
-    code: int
+    code: tensor_pb2.Dtype
     name: str
     numpy: np.dtype[np.generic] | None  # None for variable-length byte strings
 
@@ -34,7 +34,7 @@ class DTypeInfo:
         return self.numpy is None
 
 
-def _row(code: int, name: str, numpy_dtype: type[np.generic] | None) -> DTypeInfo:
+def _row(code: tensor_pb2.Dtype, name: str, numpy_dtype: type[np.generic] | None) -> DTypeInfo:
     dtype = None if numpy_dtype is None else np.dtype(numpy_dtype).newbyteorder("<")
     return DTypeInfo(code, name, dtype)
 

@@ -43,8 +43,7 @@ def load_file(
 ) -> dict[str, np.ndarray]:
     """Read the tensors of ``path`` (all, or ``keys``) into new writable arrays."""
     with Reader(path, verify=verify) as reader:
-        wanted = list(reader) if keys is None else list(keys)
-        return {key: reader.read_tensor(key) for key in wanted}
+        return reader.read_tensors(reader if keys is None else keys)
 
 
 def open(path: str | os.PathLike[str], *, verify: bool = True) -> Reader:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from math import prod
 from pathlib import Path
@@ -27,6 +27,7 @@ from ocf.codec import Compression, decode_zstd
 from ocf.container import (
     FOOTER_SIZE,
     INDEX_FILE_NAME,
+    MIN_FILE_SIZE,
     PREAMBLE_SIZE,
     check_preamble,
     parse_footer,
@@ -37,14 +38,39 @@ from ocf.errors import (
     NotFoundError,
     OCFError,
 )
-from ocf.index import Block, IndexModel, TensorInfo, decode_index
+from ocf.index import IndexModel, decode_index
 from ocf.metadata import MetadataValue
+from ocf.model import Block, TensorInfo
 from ocf.raw import check_bool, decode_strings
 from ocf.slicing import Box, chunks_touching, intersect, select
+from ocf.tables import SmallPlain
 
 # Reads of uncompressed data go to the file in groups of about this many
 # bytes, each checksummed on a worker thread while the next one is read.
 _READ_GROUP = 8 << 20
+# read_tensors() reads uncompressed tensors up to this size together with
+# their neighbours, in one system call per run of at most _READ_GROUP bytes
+# whose gaps are at most _RUN_GAP bytes.
+_BATCH_MAX = 1 << 20
+_RUN_GAP = 4096
+
+
+def _runs(tensors: list[SmallPlain]) -> Iterator[list[SmallPlain]]:
+    """Group tensors sorted by (shard, offset) into runs read with one system call."""
+    run: list[SmallPlain] = []
+    run_start = run_end = -1
+    for tensor in tensors:
+        end = tensor.offset + tensor.raw_length
+        if run and (tensor.shard != run[0].shard or tensor.offset - run_end > _RUN_GAP
+                    or end - run_start > _READ_GROUP):
+            yield run
+            run = []
+        if not run:
+            run_start = tensor.offset
+        run.append(tensor)
+        run_end = end
+    if run:
+        yield run
 
 
 def resolve(path: str | os.PathLike[str]) -> Path:
@@ -150,11 +176,12 @@ class Reader(Mapping[str, TensorInfo]):
 
     def _read_index(self, own: _Shard) -> IndexModel:
         path, size = own.path, own.size
-        tail = _pread_exact(own.fd, FOOTER_SIZE, size - FOOTER_SIZE, path) \
-            if size >= FOOTER_SIZE else b""
+        tail = b""
+        if size >= MIN_FILE_SIZE:  # else parse_footer reports the truncation
+            check_preamble(_pread_exact(own.fd, PREAMBLE_SIZE, 0, path), path)
+            tail = _pread_exact(own.fd, FOOTER_SIZE, size - FOOTER_SIZE, path)
         footer = parse_footer(tail, size, path)
         self.format_version = (footer.format_major, footer.format_minor)
-        check_preamble(_pread_exact(own.fd, PREAMBLE_SIZE, 0, path), path)
         data = _pread_exact(own.fd, footer.index_length, footer.index_offset, path)
         if crc32c(data) != footer.index_crc32c:
             raise IntegrityError(f"index checksum is {crc32c(data):#010x}, the footer says "
@@ -200,6 +227,43 @@ class Reader(Mapping[str, TensorInfo]):
         raw = self._read_block(info, info.block)
         return self._materialize(info, raw, info.shape)
 
+    def read_tensors(self, keys: Iterable[str]) -> dict[str, np.ndarray]:
+        """New writable arrays for ``keys``; neighbouring small tensors are read together.
+
+        The small tensors of one run share that run's buffer, which is
+        freed once none of them is referenced.
+        """
+        wanted = list(keys)
+        missing = [key for key in wanted if key not in self.index.tensors]
+        if missing:
+            raise NotFoundError("no tensor with this key", path=self.path, key=missing[0])
+        small, others = self.index.tensors.split_small_plain(wanted, _BATCH_MAX)
+        result = {key: self.read_tensor(key) for key in others}
+        small.sort(key=lambda t: (t.shard, t.offset))
+        for run in _runs(small):
+            self._read_run(run, result)
+        return {key: result[key] for key in wanted}
+
+    def _read_run(self, run: list[SmallPlain], result: dict[str, np.ndarray]) -> None:
+        start = run[0].offset
+        buffer = np.empty(run[-1].offset + run[-1].raw_length - start, dtype=np.uint8)
+        self._shards[run[0].shard].read_into(buffer.data, start)
+        self.bytes_read += buffer.size
+        for tensor in run:
+            at = tensor.offset - start
+            raw = buffer[at : at + tensor.raw_length]
+            crcs = tensor.chunk_crcs
+            if self.verify and (len(crcs) != 1 or crc32c(raw.data) != crcs[0]):
+                info = self[tensor.key]
+                assert info.block is not None
+                chunks = range(len(crcs))
+                self._check_crcs(info, info.block, chunks, self._crcs(info.block, raw.data,
+                                                                      chunks))
+            array = raw.view(tensor.dtype).reshape(tensor.shape)
+            if tensor.dtype.kind == "b":
+                self._materialize(self[tensor.key], raw, tensor.shape)  # checks the bytes
+            result[tensor.key] = array
+
     def get_slice(self, key: str, index: object) -> np.ndarray:
         """``tensor[index]`` for basic NumPy indices, reading only the chunks it needs."""
         info = self[key]
@@ -240,8 +304,8 @@ class Reader(Mapping[str, TensorInfo]):
     def _check_crc(self, info: TensorInfo, block: Block, chunk: int, crc: int) -> None:
         if crc != block.chunk_crcs[chunk]:
             raise IntegrityError(
-                f"chunk {chunk} (bytes {block.chunk_offsets[chunk]}..."
-                f"{block.chunk_offsets[chunk + 1]} of {self._shards[block.shard].path.name}) "
+                f"chunk {chunk} (bytes {'...'.join(map(str, block.stored_range(chunk)))} of "
+                f"{self._shards[block.shard].path.name}) "
                 f"has CRC-32C {crc:#010x}, the index says {block.chunk_crcs[chunk]:#010x}",
                 path=self.path, key=info.key, requirement="R-CRC-001")
 
@@ -290,7 +354,7 @@ class Reader(Mapping[str, TensorInfo]):
         itemsize = info.dtype.itemsize if block.byte_shuffle else 1
 
         def decode(i: int) -> None:
-            start, end = block.chunk_offsets[i], block.chunk_offsets[i + 1]
+            start, end = block.stored_range(i)
             stored = _pread_exact(shard.fd, end - start, start, shard.path)
             if self.verify:
                 self._check_crc(info, block, i, crc32c(stored))
@@ -302,7 +366,7 @@ class Reader(Mapping[str, TensorInfo]):
                                      requirement=exc.requirement) from None
 
         todo = list(chunks)
-        self.bytes_read += sum(block.chunk_offsets[i + 1] - block.chunk_offsets[i] for i in todo)
+        self.bytes_read += sum(end - start for start, end in map(block.stored_range, todo))
         if len(todo) > 1:
             list(self._threads().map(decode, todo))
         else:
@@ -343,11 +407,12 @@ class Reader(Mapping[str, TensorInfo]):
 
     def _materialize(self, info: TensorInfo, raw: np.ndarray, shape: tuple[int, ...]
                      ) -> np.ndarray:
+        numpy_dtype = info.dtype.numpy
         try:
-            if info.dtype.numpy is None:
+            if numpy_dtype is None:
                 return decode_strings(raw, prod(shape), shape)
-            array = raw.view(info.dtype.numpy).reshape(shape)
-            if info.dtype.name == "bool":
+            array = raw.view(numpy_dtype).reshape(shape)
+            if numpy_dtype.kind == "b":
                 check_bool(array)
             return array
         except OCFError as exc:

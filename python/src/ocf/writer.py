@@ -18,7 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 
@@ -45,9 +45,10 @@ Layout = Literal["file", "directory"]
 
 DEFAULT_CHUNK_SIZE = 1 << 20
 DEFAULT_MAX_SHARD_SIZE = 4 << 30
-# Writes smaller than this are gathered in memory and written together,
-# so that many small tensors do not cost a system call each.
-_SMALL_WRITE = 256 << 10
+# Writes smaller than this are gathered in memory, and written together
+# once the gathered bytes reach it, so that many small tensors do not cost
+# a system call each while memory stays bounded.
+_SMALL_WRITE = 1 << 20
 # Tensors at least this large are checksummed on a worker thread while the
 # main thread writes them.
 _PARALLEL_CRC = 4 << 20
@@ -68,12 +69,15 @@ class _OutputFile:
         self.position += pad
 
     def write(self, data: memoryview | bytes) -> None:
-        if len(data) < _SMALL_WRITE:
+        size = len(data)
+        if size < _SMALL_WRITE:
             self._pending += data
+            if len(self._pending) >= _SMALL_WRITE:
+                self.flush()
         else:
             self.flush()
             self._write_all(memoryview(data))
-        self.position += len(data)
+        self.position += size
 
     def flush(self) -> None:
         if self._pending:
@@ -96,11 +100,29 @@ class _OutputFile:
         remove_quietly(self.path)
 
 
+class _Block(NamedTuple):
+    """One written block: a future row of the block table."""
+
+    shard: int
+    offset: int
+    stored_length: int
+    raw_length: int
+    codec: tensor_pb2.Codec
+    byte_shuffle: bool
+    chunk_size: int
+    chunk_crcs: list[int]
+    chunk_stored_lengths: list[int]
+
+
 @dataclass
-class _SlicedTensor:
+class _Tensor:
+    """A written tensor: a future row of the tensor table, and its blocks."""
+
+    key: str
     dtype: dtypes.DTypeInfo
     shape: tuple[int, ...]
-    slices: list[tensor_pb2.TensorSlice] = field(default_factory=list)
+    block: _Block | None = None  # stored whole
+    slices: list[tuple[tuple[int, ...], tuple[int, ...], _Block]] = field(default_factory=list)
 
 
 class Writer:
@@ -140,8 +162,7 @@ class Writer:
         self._index.header.writer = f"ocf-python {__version__}"
         if metadata:
             encode_map(metadata, self._index.metadata)
-        self._keys: set[str] = set()
-        self._sliced: dict[str, _SlicedTensor] = {}
+        self._tensors: dict[str, _Tensor] = {}
         self._threads = threads or min(4, os.cpu_count() or 1)
         self._pool = ThreadPoolExecutor(max_workers=self._threads)
         self._files: list[_OutputFile] = []
@@ -153,10 +174,10 @@ class Writer:
     def write(self, key: str, array: np.ndarray) -> None:
         """Store ``array`` whole under ``key``; its bytes are written now."""
         array = np.asarray(array)
-        self._claim_key(key)
         dtype = dtypes.for_array(array)
-        entry = self._index.tensors.add(key=key, dtype=dtype.code, shape=array.shape)
-        entry.data.CopyFrom(self._store(to_raw(array, dtype), dtype))
+        raw = to_raw(array, dtype)
+        self._claim_key(key)
+        self._tensors[key] = _Tensor(key, dtype, array.shape, self._store(raw, dtype))
 
     def write_slice(
         self, key: str, array: np.ndarray, start: Sequence[int], shape: Sequence[int]
@@ -169,13 +190,13 @@ class Writer:
         array = np.asarray(array)
         dtype = dtypes.for_array(array)
         start, shape = tuple(int(x) for x in start), tuple(int(x) for x in shape)
-        sliced = self._sliced.get(key)
-        if sliced is None:
-            self._claim_key(key)
-            sliced = self._sliced[key] = _SlicedTensor(dtype, shape)
-        if sliced.dtype != dtype or sliced.shape != shape:
+        tensor = self._tensors.get(key)
+        if tensor is not None and (tensor.block is not None or tensor.dtype != dtype
+                                   or tensor.shape != shape):
             raise InvalidError(f"slice has dtype {dtype.name} and global shape {list(shape)}, "
-                               f"earlier slices {sliced.dtype.name} and {list(sliced.shape)}",
+                               f"the tensor written before under this key "
+                               f"{tensor.dtype.name} and {list(tensor.shape)}"
+                               f"{' stored whole' if tensor.block is not None else ''}",
                                key=key, requirement="R-SLICE-001")
         if len(start) != len(shape) or array.ndim != len(shape) or array.size == 0 or any(
             b < 0 or b + e > d for b, e, d in zip(start, array.shape, shape)
@@ -183,16 +204,18 @@ class Writer:
             raise InvalidError(f"slice of shape {list(array.shape)} at {list(start)} is not a "
                                f"non-empty box inside {list(shape)}", key=key,
                                requirement="R-SLICE-001")
-        piece = tensor_pb2.TensorSlice(start=start, extent=array.shape)
-        piece.data.CopyFrom(self._store(to_raw(array, dtype), dtype))
-        sliced.slices.append(piece)
+        raw = to_raw(array, dtype)
+        if tensor is None:
+            self._claim_key(key)
+            tensor = self._tensors[key] = _Tensor(key, dtype, shape)
+        tensor.slices.append((start, array.shape, self._store(raw, dtype)))
 
     def commit(self) -> None:
         """Write the index and publish the checkpoint atomically."""
         if self._closed:
             raise InvalidError("writer is already closed", path=self.target)
         try:
-            self._add_sliced_entries()
+            self._fill_tables()
             if self.layout == "file":
                 self._commit_file()
             else:
@@ -233,37 +256,34 @@ class Writer:
         if len(raw_key) > MAX_KEY_BYTES:
             raise LimitExceededError(f"key is {len(raw_key)} bytes, above the limit of "
                                      f"{MAX_KEY_BYTES}", requirement="R-TENSOR-001")
-        if key in self._keys:
+        if key in self._tensors:
             raise InvalidError("key written twice", key=key, requirement="R-TENSOR-001")
-        self._keys.add(key)
 
-    def _store(self, raw: memoryview, dtype: dtypes.DTypeInfo) -> tensor_pb2.StoredData:
-        output = self._output_for(len(raw))
+    def _store(self, raw: memoryview, dtype: dtypes.DTypeInfo) -> _Block:
+        """Write ``raw`` as the next block."""
+        size = len(raw)
+        output = self._output_for(size)
         output.align()
-        ranges = self._chunk_ranges(len(raw))
-        data = tensor_pb2.StoredData(
-            shard=len(self._files) - 1 if self.layout == "directory" else 0,
-            offset=output.position,
-            raw_length=len(raw),
-            codec=self.compression.value,
-            chunk_size=self.chunk_size if len(ranges) > 1 else 0,
-        )
+        shard = len(self._files) - 1 if self.layout == "directory" else 0
+        offset = output.position
+        chunk_size = self.chunk_size if size > self.chunk_size else 0
+        ranges = [(0, size)] if not chunk_size else [
+            (s, min(s + chunk_size, size)) for s in range(0, size, chunk_size)]
+        if not size:
+            return _Block(shard, offset, 0, 0, self.compression.value, False, 0, [], [])
         if self.compression is Compression.NONE:
-            data.chunk_crcs.extend(self._write_plain(output, raw, ranges))
-            data.stored_length = len(raw)
-        else:
-            shuffle = self.byte_shuffle and dtype.itemsize > 1
-            data.byte_shuffle = shuffle
-            encoder = ChunkEncoder(self.compression, self.level, dtype.itemsize if shuffle else 1)
-            for stored in self._encoded(encoder, raw, ranges):
-                data.chunk_crcs.append(crc32c(stored))
-                data.chunk_stored_lengths.append(len(stored))
-                output.write(stored)
-            data.stored_length = sum(data.chunk_stored_lengths)
-        return data
-
-    def _chunk_ranges(self, length: int) -> list[tuple[int, int]]:
-        return [(s, min(s + self.chunk_size, length)) for s in range(0, length, self.chunk_size)]
+            crcs = self._write_plain(output, raw, ranges)
+            return _Block(shard, offset, size, size, self.compression.value, False, chunk_size,
+                          crcs, [])
+        shuffle = self.byte_shuffle and dtype.itemsize > 1
+        encoder = ChunkEncoder(self.compression, self.level, dtype.itemsize if shuffle else 1)
+        crcs, lengths = [], []
+        for stored in self._encoded(encoder, raw, ranges):
+            crcs.append(crc32c(stored))
+            lengths.append(len(stored))
+            output.write(stored)
+        return _Block(shard, offset, sum(lengths), size, self.compression.value, shuffle,
+                      chunk_size, crcs, lengths)
 
     def _write_plain(
         self, output: _OutputFile, raw: memoryview, ranges: list[tuple[int, int]]
@@ -307,7 +327,9 @@ class Writer:
         else:
             if self.target.exists() and not self.target.is_dir():
                 raise InvalidError("target exists and is not a directory", path=self.target)
-            self.target.mkdir(parents=True, exist_ok=True)
+            if not self.target.exists():
+                self.target.mkdir(parents=True)
+                fsync_dir(self.target.parent)  # the new directory's name is durable
 
     def _output_for(self, size: int) -> _OutputFile:
         if self.layout == "file":
@@ -321,15 +343,55 @@ class Writer:
             self._files.append(_OutputFile(self.target / name))
         return self._files[-1]
 
-    def _add_sliced_entries(self) -> None:
-        for key, sliced in self._sliced.items():
-            boxes = [(tuple(s.start), tuple(s.extent)) for s in sliced.slices]
-            if not boxes_tile(boxes, sliced.shape):
-                raise InvalidError(f"slices do not tile the global shape {list(sliced.shape)} "
-                                   "exactly (overlap or gap)", key=key, path=self.target,
-                                   requirement="R-SLICE-002")
-            entry = self._index.tensors.add(key=key, dtype=sliced.dtype.code, shape=sliced.shape)
-            entry.slices.extend(sliced.slices)
+    def _fill_tables(self) -> None:
+        """Lay the written tensors and blocks out as the index's columns."""
+        keys: list[str] = []
+        dtype_codes: list[tensor_pb2.Dtype] = []
+        ranks: list[int] = []
+        dims: list[int] = []
+        slice_counts: list[int] = []
+        blocks: list[_Block] = []
+        starts: list[int] = []
+        extents: list[int] = []
+        for tensor in self._tensors.values():
+            keys.append(tensor.key)
+            dtype_codes.append(tensor.dtype.code)
+            ranks.append(len(tensor.shape))
+            dims.extend(tensor.shape)
+            slice_counts.append(len(tensor.slices))
+            if tensor.block is not None:
+                blocks.append(tensor.block)
+                continue
+            self._check_tiling(tensor)
+            for start, extent, block in tensor.slices:
+                starts.extend(start)
+                extents.extend(extent)
+                blocks.append(block)
+        table = self._index.tensors
+        table.keys.extend(keys)
+        table.dtypes.extend(dtype_codes)
+        table.ranks.extend(ranks)
+        table.dims.extend(dims)
+        table.slice_counts.extend(slice_counts)
+        columns = self._index.blocks
+        columns.shards.extend(b.shard for b in blocks)
+        columns.offsets.extend(b.offset for b in blocks)
+        columns.stored_lengths.extend(b.stored_length for b in blocks)
+        columns.raw_lengths.extend(b.raw_length for b in blocks)
+        columns.codecs.extend(b.codec for b in blocks)
+        columns.byte_shuffles.extend(b.byte_shuffle for b in blocks)
+        columns.chunk_sizes.extend(b.chunk_size for b in blocks)
+        columns.chunk_crcs.extend(crc for b in blocks for crc in b.chunk_crcs)
+        columns.chunk_stored_lengths.extend(n for b in blocks for n in b.chunk_stored_lengths)
+        columns.slice_starts.extend(starts)
+        columns.slice_extents.extend(extents)
+
+    def _check_tiling(self, tensor: _Tensor) -> None:
+        boxes = [(start, extent) for start, extent, _ in tensor.slices]
+        if not boxes_tile(boxes, tensor.shape):
+            raise InvalidError(f"slices do not tile the global shape {list(tensor.shape)} "
+                               "exactly (overlap or gap)", key=tensor.key, path=self.target,
+                               requirement="R-SLICE-002")
 
     def _index_bytes(self) -> bytes:
         index_bytes = self._index.SerializeToString(deterministic=True)

@@ -26,7 +26,7 @@ class Shard(_message.Message):
     def __init__(self, path: _Optional[str] = ..., length: _Optional[int] = ...) -> None: ...
 
 class Index(_message.Message):
-    __slots__ = ("header", "shards", "tensors", "metadata", "object_graph")
+    __slots__ = ("header", "shards", "tensors", "blocks", "metadata", "object_graph")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -37,11 +37,13 @@ class Index(_message.Message):
     HEADER_FIELD_NUMBER: _ClassVar[int]
     SHARDS_FIELD_NUMBER: _ClassVar[int]
     TENSORS_FIELD_NUMBER: _ClassVar[int]
+    BLOCKS_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
     OBJECT_GRAPH_FIELD_NUMBER: _ClassVar[int]
     header: Header
     shards: _containers.RepeatedCompositeFieldContainer[Shard]
-    tensors: _containers.RepeatedCompositeFieldContainer[_tensor_pb2.TensorEntry]
+    tensors: _tensor_pb2.TensorTable
+    blocks: _tensor_pb2.BlockTable
     metadata: _containers.MessageMap[str, _metadata_pb2.Value]
     object_graph: _object_graph_pb2.ObjectGraph
-    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., shards: _Optional[_Iterable[_Union[Shard, _Mapping]]] = ..., tensors: _Optional[_Iterable[_Union[_tensor_pb2.TensorEntry, _Mapping]]] = ..., metadata: _Optional[_Mapping[str, _metadata_pb2.Value]] = ..., object_graph: _Optional[_Union[_object_graph_pb2.ObjectGraph, _Mapping]] = ...) -> None: ...
+    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., shards: _Optional[_Iterable[_Union[Shard, _Mapping]]] = ..., tensors: _Optional[_Union[_tensor_pb2.TensorTable, _Mapping]] = ..., blocks: _Optional[_Union[_tensor_pb2.BlockTable, _Mapping]] = ..., metadata: _Optional[_Mapping[str, _metadata_pb2.Value]] = ..., object_graph: _Optional[_Union[_object_graph_pb2.ObjectGraph, _Mapping]] = ...) -> None: ...

@@ -2,7 +2,7 @@ from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from collections.abc import Iterable as _Iterable
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
@@ -57,48 +57,42 @@ CODEC_UNSPECIFIED: Codec
 CODEC_NONE: Codec
 CODEC_ZSTD: Codec
 
-class StoredData(_message.Message):
-    __slots__ = ("shard", "offset", "stored_length", "raw_length", "codec", "byte_shuffle", "chunk_size", "chunk_crcs", "chunk_stored_lengths")
-    SHARD_FIELD_NUMBER: _ClassVar[int]
-    OFFSET_FIELD_NUMBER: _ClassVar[int]
-    STORED_LENGTH_FIELD_NUMBER: _ClassVar[int]
-    RAW_LENGTH_FIELD_NUMBER: _ClassVar[int]
-    CODEC_FIELD_NUMBER: _ClassVar[int]
-    BYTE_SHUFFLE_FIELD_NUMBER: _ClassVar[int]
-    CHUNK_SIZE_FIELD_NUMBER: _ClassVar[int]
+class TensorTable(_message.Message):
+    __slots__ = ("keys", "dtypes", "ranks", "dims", "slice_counts")
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    DTYPES_FIELD_NUMBER: _ClassVar[int]
+    RANKS_FIELD_NUMBER: _ClassVar[int]
+    DIMS_FIELD_NUMBER: _ClassVar[int]
+    SLICE_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    keys: _containers.RepeatedScalarFieldContainer[str]
+    dtypes: _containers.RepeatedScalarFieldContainer[Dtype]
+    ranks: _containers.RepeatedScalarFieldContainer[int]
+    dims: _containers.RepeatedScalarFieldContainer[int]
+    slice_counts: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, keys: _Optional[_Iterable[str]] = ..., dtypes: _Optional[_Iterable[_Union[Dtype, str]]] = ..., ranks: _Optional[_Iterable[int]] = ..., dims: _Optional[_Iterable[int]] = ..., slice_counts: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class BlockTable(_message.Message):
+    __slots__ = ("shards", "offsets", "stored_lengths", "raw_lengths", "codecs", "byte_shuffles", "chunk_sizes", "chunk_crcs", "chunk_stored_lengths", "slice_starts", "slice_extents")
+    SHARDS_FIELD_NUMBER: _ClassVar[int]
+    OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    STORED_LENGTHS_FIELD_NUMBER: _ClassVar[int]
+    RAW_LENGTHS_FIELD_NUMBER: _ClassVar[int]
+    CODECS_FIELD_NUMBER: _ClassVar[int]
+    BYTE_SHUFFLES_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_SIZES_FIELD_NUMBER: _ClassVar[int]
     CHUNK_CRCS_FIELD_NUMBER: _ClassVar[int]
     CHUNK_STORED_LENGTHS_FIELD_NUMBER: _ClassVar[int]
-    shard: int
-    offset: int
-    stored_length: int
-    raw_length: int
-    codec: Codec
-    byte_shuffle: bool
-    chunk_size: int
+    SLICE_STARTS_FIELD_NUMBER: _ClassVar[int]
+    SLICE_EXTENTS_FIELD_NUMBER: _ClassVar[int]
+    shards: _containers.RepeatedScalarFieldContainer[int]
+    offsets: _containers.RepeatedScalarFieldContainer[int]
+    stored_lengths: _containers.RepeatedScalarFieldContainer[int]
+    raw_lengths: _containers.RepeatedScalarFieldContainer[int]
+    codecs: _containers.RepeatedScalarFieldContainer[Codec]
+    byte_shuffles: _containers.RepeatedScalarFieldContainer[bool]
+    chunk_sizes: _containers.RepeatedScalarFieldContainer[int]
     chunk_crcs: _containers.RepeatedScalarFieldContainer[int]
     chunk_stored_lengths: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, shard: _Optional[int] = ..., offset: _Optional[int] = ..., stored_length: _Optional[int] = ..., raw_length: _Optional[int] = ..., codec: _Optional[_Union[Codec, str]] = ..., byte_shuffle: _Optional[bool] = ..., chunk_size: _Optional[int] = ..., chunk_crcs: _Optional[_Iterable[int]] = ..., chunk_stored_lengths: _Optional[_Iterable[int]] = ...) -> None: ...
-
-class TensorSlice(_message.Message):
-    __slots__ = ("start", "extent", "data")
-    START_FIELD_NUMBER: _ClassVar[int]
-    EXTENT_FIELD_NUMBER: _ClassVar[int]
-    DATA_FIELD_NUMBER: _ClassVar[int]
-    start: _containers.RepeatedScalarFieldContainer[int]
-    extent: _containers.RepeatedScalarFieldContainer[int]
-    data: StoredData
-    def __init__(self, start: _Optional[_Iterable[int]] = ..., extent: _Optional[_Iterable[int]] = ..., data: _Optional[_Union[StoredData, _Mapping]] = ...) -> None: ...
-
-class TensorEntry(_message.Message):
-    __slots__ = ("key", "dtype", "shape", "data", "slices")
-    KEY_FIELD_NUMBER: _ClassVar[int]
-    DTYPE_FIELD_NUMBER: _ClassVar[int]
-    SHAPE_FIELD_NUMBER: _ClassVar[int]
-    DATA_FIELD_NUMBER: _ClassVar[int]
-    SLICES_FIELD_NUMBER: _ClassVar[int]
-    key: str
-    dtype: Dtype
-    shape: _containers.RepeatedScalarFieldContainer[int]
-    data: StoredData
-    slices: _containers.RepeatedCompositeFieldContainer[TensorSlice]
-    def __init__(self, key: _Optional[str] = ..., dtype: _Optional[_Union[Dtype, str]] = ..., shape: _Optional[_Iterable[int]] = ..., data: _Optional[_Union[StoredData, _Mapping]] = ..., slices: _Optional[_Iterable[_Union[TensorSlice, _Mapping]]] = ...) -> None: ...
+    slice_starts: _containers.RepeatedScalarFieldContainer[int]
+    slice_extents: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, shards: _Optional[_Iterable[int]] = ..., offsets: _Optional[_Iterable[int]] = ..., stored_lengths: _Optional[_Iterable[int]] = ..., raw_lengths: _Optional[_Iterable[int]] = ..., codecs: _Optional[_Iterable[_Union[Codec, str]]] = ..., byte_shuffles: _Optional[_Iterable[bool]] = ..., chunk_sizes: _Optional[_Iterable[int]] = ..., chunk_crcs: _Optional[_Iterable[int]] = ..., chunk_stored_lengths: _Optional[_Iterable[int]] = ..., slice_starts: _Optional[_Iterable[int]] = ..., slice_extents: _Optional[_Iterable[int]] = ...) -> None: ...
