@@ -11,6 +11,7 @@ target but what was there before.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -166,6 +167,7 @@ class Writer:
         self._threads = threads or min(4, os.cpu_count() or 1)
         self._pool = ThreadPoolExecutor(max_workers=self._threads)
         self._files: list[_OutputFile] = []
+        self._created_directory = False
         self._closed = False
         self._prepare_target()
 
@@ -231,6 +233,9 @@ class Writer:
         for output in self._files:
             output.discard()
         self._files.clear()
+        if self._created_directory:
+            with contextlib.suppress(OSError):  # only if nothing else was put there
+                self.target.rmdir()
         self._closed = True
         self._pool.shutdown(cancel_futures=True)
 
@@ -330,6 +335,7 @@ class Writer:
             if not self.target.exists():
                 self.target.mkdir(parents=True)
                 fsync_dir(self.target.parent)  # the new directory's name is durable
+                self._created_directory = True
 
     def _output_for(self, size: int) -> _OutputFile:
         if self.layout == "file":
