@@ -34,6 +34,7 @@ from ocf.container import (
 )
 from ocf.errors import (
     IntegrityError,
+    LimitExceededError,
     MalformedError,
     NotFoundError,
     OCFError,
@@ -303,8 +304,10 @@ class Reader(Mapping[str, TensorInfo]):
 
     def _check_crc(self, info: TensorInfo, block: Block, chunk: int, crc: int) -> None:
         if crc != block.chunk_crcs[chunk]:
+            piece = next((f"slice {i}, " for i, p in enumerate(info.pieces) if p.block is block),
+                         "")
             raise IntegrityError(
-                f"chunk {chunk} (bytes {'...'.join(map(str, block.stored_range(chunk)))} of "
+                f"{piece}chunk {chunk} (bytes {'...'.join(map(str, block.stored_range(chunk)))} of "
                 f"{self._shards[block.shard].path.name}) "
                 f"has CRC-32C {crc:#010x}, the index says {block.chunk_crcs[chunk]:#010x}",
                 path=self.path, key=info.key, requirement="R-CRC-001")
@@ -394,7 +397,11 @@ class Reader(Mapping[str, TensorInfo]):
         if info.block is not None:
             return np.array(self._block_region(info, info.block, info.shape, box))
         dtype = object if info.dtype.numpy is None else info.dtype.numpy
-        out = np.empty(box[1], dtype=dtype)
+        try:
+            out = np.empty(box[1], dtype=dtype)
+        except ValueError as exc:  # a valid shape NumPy cannot represent
+            raise LimitExceededError(f"shape {list(box[1])} cannot be held by NumPy: {exc}",
+                                     path=self.path, key=info.key) from None
         for piece in info.pieces:
             common = intersect(box, (piece.start, piece.extent))
             if common is None:
@@ -418,6 +425,9 @@ class Reader(Mapping[str, TensorInfo]):
         except OCFError as exc:
             raise type(exc)(exc.detail, path=self.path, key=info.key,
                             requirement=exc.requirement) from None
+        except ValueError as exc:  # a valid shape NumPy cannot represent
+            raise LimitExceededError(f"shape {list(shape)} cannot be held by NumPy: {exc}",
+                                     path=self.path, key=info.key) from None
 
     def _threads(self) -> ThreadPoolExecutor:
         if self._pool is None:

@@ -183,8 +183,6 @@ class Tables(Mapping[str, TensorInfo]):
         self._fail_first(counts > MAX_SLICES_PER_TENSOR, LimitExceededError,
                          f"more than {MAX_SLICES_PER_TENSOR} slices", "R-SLICE-004",
                          by_block=False)
-        self._fail_first(counts < 0, InvalidError, "negative slice count", "R-TABLE-001",
-                         by_block=False)
         per_tensor = np.maximum(counts, 1)
         self._first_block = np.cumsum(per_tensor) - per_tensor
         self._block_tensor = np.repeat(np.arange(len(self._keys)), per_tensor)
@@ -292,6 +290,8 @@ class Tables(Mapping[str, TensorInfo]):
             self._fail(InvalidError, f"the zstd blocks have {int(zstd_chunks.sum())} chunks, "
                        f"chunk_stored_lengths holds {len(self._chunk_stored)} values",
                        "R-CHUNK-004")
+        self._fail_first(zstd & (chunks == 0) & (self._stored != 0), InvalidError,
+                         "a zstd block without chunks must store no bytes", "R-CHUNK-004")
         self._check_zstd_chunks(np.flatnonzero(zstd_chunks))
 
     def _check_zstd_chunks(self, blocks: np.ndarray) -> None:
@@ -302,13 +302,8 @@ class Tables(Mapping[str, TensorInfo]):
         chunks = self._chunk_counts[blocks]
         starts = self._stored_start[blocks]
         owner = np.repeat(blocks, chunks)
-        # A chunk of a multi-chunk block holds at most 2^30 raw bytes, so
-        # capping at 2^39 changes no valid length and keeps sums of up to
-        # 2^24 of them inside 64 bits. Single chunks are compared whole.
-        sums = np.add.reduceat(np.minimum(lengths, _U64(1 << 39)), starts)
-        sums = np.where(chunks == 1, lengths[starts], sums)
         bad = np.zeros(len(self._raw), dtype=bool)
-        bad[blocks[sums != self._stored[blocks]]] = True
+        bad[blocks[self._stored_sums(blocks, chunks, starts) != self._stored[blocks]]] = True
         bad[owner[lengths < 1]] = True
         self._fail_first(bad, InvalidError, "zstd chunk stored lengths must each be at least "
                          "1 and add up to the stored length", "R-CHUNK-004")
@@ -318,12 +313,24 @@ class Tables(Mapping[str, TensorInfo]):
                         self._chunk_sizes[owner])
         last = position == np.repeat(chunks, chunks) - 1
         raw_chunk = np.where(last, self._raw[owner] - size * position.astype(_U64), size)
+        # Lengths above 2^40 allow any raw chunk (at most 2^54 bytes) anyway.
         too_dense = raw_chunk > np.minimum(lengths, _U64(1 << 40)) * _U64(MAX_ZSTD_RATIO)
         hits = np.flatnonzero(too_dense)
         if hits.size:
             self._fail(LimitExceededError, "a zstd chunk claims more than 32768 raw bytes per "
                        "stored byte, more than zstd can produce", "R-CHUNK-004",
                        int(self._block_tensor[owner[hits[0]]]))
+
+    def _stored_sums(self, blocks: np.ndarray, chunks: np.ndarray, starts: np.ndarray
+                     ) -> np.ndarray:
+        """Sum of each zstd block's chunk stored lengths, exactly (as Python ints when the
+        lengths are so large that 64-bit sums could overflow)."""
+        lengths = self._chunk_stored
+        if lengths.size and int(lengths.max()) < (1 << 39):  # 2^24 chunks x 2^39 < 2^64
+            return np.add.reduceat(lengths, starts)
+        values = lengths.tolist()
+        return np.array([sum(values[a : a + n]) for a, n in zip(starts.tolist(),
+                                                                chunks.tolist())], dtype=object)
 
     def _check_overlaps(self) -> None:
         used = np.flatnonzero(self._stored > 0)
