@@ -79,7 +79,7 @@ def for_array(array: np.ndarray) -> DTypeInfo:
     dtype = array.dtype
     if dtype.kind in "OS":
         return BYTES
-    row = _BY_NUMPY.get(dtype.newbyteorder("<"))
+    row = _BY_NUMPY.get(dtype) or _BY_NUMPY.get(dtype.newbyteorder("<"))
     if row is None:
         raise InvalidError(
             f"NumPy dtype {dtype} has no OCF equivalent; supported: "

@@ -17,8 +17,9 @@ def to_raw(array: np.ndarray, dtype: DTypeInfo) -> memoryview:
     """The spec bytes of ``array``, without a copy when it is already C-ordered LE."""
     if dtype.numpy is None:
         return memoryview(encode_strings(array))
-    contiguous = np.ascontiguousarray(array, dtype=dtype.numpy)
-    return contiguous.reshape(-1).view(np.uint8).data
+    if array.dtype != dtype.numpy or not array.flags.c_contiguous:
+        array = np.ascontiguousarray(array, dtype=dtype.numpy)
+    return array.reshape(-1).view(np.uint8).data
 
 
 def encode_strings(array: np.ndarray) -> bytes:

@@ -19,6 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from math import prod
 from pathlib import Path
 from types import TracebackType
+from typing import NamedTuple
 
 import numpy as np
 
@@ -46,8 +47,11 @@ from ocf.raw import check_bool, decode_strings
 from ocf.slicing import Box, chunks_touching, intersect, select
 from ocf.tables import SmallPlain
 
-# Reads of uncompressed data go to the file in groups of about this many
-# bytes, each checksummed on a worker thread while the next one is read.
+# Uncompressed blocks are read in groups of chunks of about this many bytes,
+# each read and checksummed by one job on a worker thread.
+_PLAIN_GROUP = 4 << 20
+# Limit of the bytes read with one system call for a run of small tensors,
+# and the size from which checksums of mapped data go to worker threads.
 _READ_GROUP = 8 << 20
 # read_tensors() reads uncompressed tensors up to this size together with
 # their neighbours, in one system call per run of at most _READ_GROUP bytes
@@ -56,22 +60,19 @@ _BATCH_MAX = 1 << 20
 _RUN_GAP = 4096
 
 
-def _runs(tensors: list[SmallPlain]) -> Iterator[list[SmallPlain]]:
-    """Group tensors sorted by (shard, offset) into runs read with one system call."""
-    run: list[SmallPlain] = []
-    run_start = run_end = -1
-    for tensor in tensors:
-        end = tensor.offset + tensor.raw_length
-        if run and (tensor.shard != run[0].shard or tensor.offset - run_end > _RUN_GAP
-                    or end - run_start > _READ_GROUP):
-            yield run
-            run = []
-        if not run:
-            run_start = tensor.offset
-        run.append(tensor)
-        run_end = end
-    if run:
-        yield run
+def _runs(small: SmallPlain) -> Iterator[tuple[int, int]]:
+    """Index ranges [first, last] of ``small`` read with one system call each: one
+    shard, gaps of at most _RUN_GAP bytes, at most _READ_GROUP bytes in all."""
+    offsets, lengths, shards = small.offsets, small.raw_lengths, small.shards
+    first = 0
+    for i in range(1, len(offsets)):
+        end = offsets[i] + lengths[i]
+        if (shards[i] != shards[first] or offsets[i] - offsets[i - 1] - lengths[i - 1] > _RUN_GAP
+                or end - offsets[first] > _READ_GROUP):
+            yield first, i - 1
+            first = i
+    if offsets:
+        yield first, len(offsets) - 1
 
 
 def resolve(path: str | os.PathLike[str]) -> Path:
@@ -98,6 +99,15 @@ def _pread_exact(fd: int, length: int, offset: int, path: Path) -> bytes:
         raise MalformedError(f"file ended after {offset + len(data)} bytes, expected at "
                              f"least {offset + length}: truncated", path=path)
     return data
+
+
+class _GroupRead(NamedTuple):
+    """A group of chunks being read: its checksums, computed or to come."""
+
+    info: TensorInfo
+    block: Block
+    chunks: range
+    crcs: list[int] | Future[list[int]]
 
 
 class _Shard:
@@ -239,31 +249,46 @@ class Reader(Mapping[str, TensorInfo]):
         if missing:
             raise NotFoundError("no tensor with this key", path=self.path, key=missing[0])
         small, others = self.index.tensors.split_small_plain(wanted, _BATCH_MAX)
-        result = {key: self.read_tensor(key) for key in others}
-        small.sort(key=lambda t: (t.shard, t.offset))
-        for run in _runs(small):
-            self._read_run(run, result)
+        result: dict[str, np.ndarray] = {}
+        reads: list[_GroupRead] = []
+        buffers: list[tuple[TensorInfo, np.ndarray]] = []
+        for key in others:
+            info = self[key]
+            block = info.block
+            if block is None or block.compression is not Compression.NONE or \
+                    info.dtype.is_bytes:
+                result[key] = self.read_tensor(key)
+                continue
+            out = np.empty(block.raw_length, dtype=np.uint8)
+            reads += self._start_plain_read(info, block, out.data)
+            buffers.append((info, out))
+        self._finish_reads(reads)
+        for info, out in buffers:
+            result[info.key] = self._materialize(info, out, info.shape)
+        for first, last in _runs(small):
+            self._read_run(small, first, last, result)
         return {key: result[key] for key in wanted}
 
-    def _read_run(self, run: list[SmallPlain], result: dict[str, np.ndarray]) -> None:
-        start = run[0].offset
-        buffer = np.empty(run[-1].offset + run[-1].raw_length - start, dtype=np.uint8)
-        self._shards[run[0].shard].read_into(buffer.data, start)
+    def _read_run(self, small: SmallPlain, first: int, last: int,
+                  result: dict[str, np.ndarray]) -> None:
+        """Read tensors ``first`` to ``last`` of ``small`` with one system call."""
+        offsets, lengths = small.offsets, small.raw_lengths
+        start = offsets[first]
+        buffer = np.empty(offsets[last] + lengths[last] - start, dtype=np.uint8)
+        self._shards[small.shards[first]].read_into(buffer.data, start)
         self.bytes_read += buffer.size
-        for tensor in run:
-            at = tensor.offset - start
-            raw = buffer[at : at + tensor.raw_length]
-            crcs = tensor.chunk_crcs
-            if self.verify and (len(crcs) != 1 or crc32c(raw.data) != crcs[0]):
-                info = self[tensor.key]
+        keys, crcs, numpy_dtypes, shapes = small.keys, small.crcs, small.dtypes, small.shapes
+        for i in range(first, last + 1):
+            at = offsets[i] - start
+            raw = buffer[at : at + lengths[i]]
+            if self.verify and crc32c(raw.data) != crcs[i]:
+                info = self[keys[i]]
                 assert info.block is not None
-                chunks = range(len(crcs))
-                self._check_crcs(info, info.block, chunks, self._crcs(info.block, raw.data,
-                                                                      chunks))
-            array = raw.view(tensor.dtype).reshape(tensor.shape)
-            if tensor.dtype.kind == "b":
-                self._materialize(self[tensor.key], raw, tensor.shape)  # checks the bytes
-            result[tensor.key] = array
+                self._check_crc(info, info.block, 0, crc32c(raw.data))
+            if numpy_dtypes[i].kind == "b":  # bool bytes must be checked
+                result[keys[i]] = self._materialize(self[keys[i]], raw, shapes[i])
+            else:
+                result[keys[i]] = raw.view(numpy_dtypes[i]).reshape(shapes[i])
 
     def get_slice(self, key: str, index: object) -> np.ndarray:
         """``tensor[index]`` for basic NumPy indices, reading only the chunks it needs."""
@@ -322,24 +347,42 @@ class Reader(Mapping[str, TensorInfo]):
         return out
 
     def _read_plain(self, info: TensorInfo, block: Block, out: memoryview) -> None:
-        """Read an uncompressed block in groups of chunks; checksum each group on a
-        worker thread while the next one is read."""
+        self._finish_reads(self._start_plain_read(info, block, out))
+
+    def _start_plain_read(self, info: TensorInfo, block: Block, out: memoryview
+                          ) -> list[_GroupRead]:
+        """Start reading an uncompressed block into ``out`` in groups of chunks.
+
+        Each group is read and checksummed by one job, while its bytes are
+        still in the CPU cache; groups run on worker threads, so reading and
+        checksumming overlap across groups, blocks and cores. A block of one
+        group is read at once on the calling thread.
+        """
         shard = self._shards[block.shard]
-        per_group = max(1, _READ_GROUP // block.raw_chunk_size) if block.chunk_count else 1
-        pending: list[tuple[range, Future[list[int]]]] = []
-        for first in range(0, block.chunk_count, per_group):
-            chunks = range(first, min(first + per_group, block.chunk_count))
-            start, end = block.raw_range(chunks[0])[0], block.raw_range(chunks[-1])[1]
-            shard.read_into(out[start:end], block.offset + start)
-            if not self.verify:
-                continue
-            if block.chunk_count > per_group:
-                pending.append((chunks, self._threads().submit(self._crcs, block, out, chunks)))
-            else:
-                self._check_crcs(info, block, chunks, self._crcs(block, out, chunks))
+        per_group = max(1, _PLAIN_GROUP // block.raw_chunk_size) if block.chunk_count else 1
+        groups = [range(first, min(first + per_group, block.chunk_count))
+                  for first in range(0, block.chunk_count, per_group)]
         self.bytes_read += block.raw_length
-        for chunks, future in pending:
-            self._check_crcs(info, block, chunks, future.result())
+        if len(groups) == 1:
+            return [_GroupRead(info, block, groups[0],
+                               self._read_group(shard, block, out, groups[0]))]
+        pool = self._threads()
+        return [_GroupRead(info, block, chunks,
+                           pool.submit(self._read_group, shard, block, out, chunks))
+                for chunks in groups]
+
+    def _read_group(self, shard: _Shard, block: Block, out: memoryview, chunks: range
+                    ) -> list[int]:
+        start, end = block.raw_range(chunks[0])[0], block.raw_range(chunks[-1])[1]
+        shard.read_into(out[start:end], block.offset + start)
+        return self._crcs(block, out, chunks) if self.verify else []
+
+    def _finish_reads(self, reads: list[_GroupRead]) -> None:
+        """Wait for group reads and check their checksums, in order."""
+        for read in reads:
+            crcs = read.crcs if isinstance(read.crcs, list) else read.crcs.result()
+            if self.verify:
+                self._check_crcs(read.info, read.block, read.chunks, crcs)
 
     def _check_crcs(self, info: TensorInfo, block: Block, chunks: range, crcs: list[int]
                     ) -> None:

@@ -11,10 +11,11 @@ bounded before they are added or multiplied, or compared by division.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from itertools import accumulate
 from math import prod
-from typing import NamedTuple, NoReturn
+from typing import NoReturn
 
 import numpy as np
 
@@ -44,7 +45,9 @@ _CODECS: dict[int, Compression] = {int(c.value): c for c in Compression}
 _ITEMSIZE = np.full(max(dtypes.BY_CODE) + 1, -1, dtype=np.int64)
 for _row in dtypes.TABLE:
     _ITEMSIZE[_row.code] = _row.itemsize
-_BYTES_CODE = dtypes.BYTES.code
+_NUMPY_BY_CODE = np.empty(len(_ITEMSIZE), dtype=object)
+for _row in dtypes.TABLE:
+    _NUMPY_BY_CODE[_row.code] = _row.numpy
 
 
 def _u64(values: object) -> np.ndarray:
@@ -59,6 +62,7 @@ class Tables(Mapping[str, TensorInfo]):
         self.path = path
         self._infos: dict[int, TensorInfo] = {}
         self._column_lists: _ColumnLists | None = None
+        self._crc_array: np.ndarray | None = None
         self._check_tensor_columns(tensors)
         self._check_keys()
         self._check_shapes()
@@ -370,29 +374,37 @@ class Tables(Mapping[str, TensorInfo]):
                                 tuple(c.slice_extents[at : at + rank]), self._block(c, j)))
         return TensorInfo(self._keys[row], dtype, shape, None, tuple(pieces))
 
-    def split_small_plain(self, keys: Iterable[str], max_bytes: int
-                          ) -> tuple[list[SmallPlain], list[str]]:
-        """Split ``keys`` into uncompressed fixed-size tensors of at most ``max_bytes``
-        stored whole (described without building a TensorInfo) and all others."""
+    def split_small_plain(self, keys: list[str], max_bytes: int
+                          ) -> tuple[SmallPlain, list[str]]:
+        """Split ``keys`` into small tensors read in batches and all others.
+
+        Small means stored whole, uncompressed, in one chunk of 1 to
+        ``max_bytes`` bytes, with a fixed-size dtype. They are described
+        column-wise, sorted by (shard, offset), without building TensorInfos.
+        """
+        rows = np.fromiter(map(self._rows.__getitem__, keys), dtype=np.int64, count=len(keys))
+        blocks = self._first_block[rows]
+        raw = self._raw[blocks]
+        small = ((self._slice_counts[rows] == 0) & (self._codecs[blocks] == Compression.NONE.value)
+                 & (raw > 0) & (raw <= max_bytes) & (_ITEMSIZE[self._dtypes[rows]] > 0)
+                 & (self._chunk_counts[blocks] == 1))
+        others = [keys[i] for i in np.flatnonzero(~small).tolist()]
+        rows, blocks = rows[small], blocks[small]
+        order = np.lexsort((self._offsets[blocks], self._shards[blocks]))
+        rows, blocks = rows[order], blocks[order]
         c = self._lists()
-        none = Compression.NONE.value
-        small: list[SmallPlain] = []
-        others: list[str] = []
-        for key in keys:
-            row = self._rows[key]
-            j = c.first_block[row]
-            dtype = dtypes.BY_CODE[c.dtypes[row]]
-            raw = c.raw[j]
-            if (c.slice_counts[row] or c.codecs[j] != none or raw > max_bytes
-                    or dtype.numpy is None):
-                others.append(key)
-                continue
-            at = c.dim_start[row]
-            crc_at = c.crc_start[j]
-            small.append(SmallPlain(key, c.shards[j], c.offsets[j], raw,
-                                    self._crcs[crc_at : crc_at + c.chunk_counts[j]],
-                                    dtype.numpy, tuple(c.dims[at : at + c.ranks[row]])))
-        return small, others
+        if self._crc_array is None:
+            self._crc_array = np.array(self._crcs, dtype=np.uint32)
+        return SmallPlain(
+            keys=[self._keys[r] for r in rows.tolist()],
+            shards=self._shards[blocks].tolist(),
+            offsets=self._offsets[blocks].tolist(),
+            raw_lengths=self._raw[blocks].tolist(),
+            crcs=self._crc_array[self._crc_start[blocks]].tolist(),
+            dtypes=_NUMPY_BY_CODE[self._dtypes[rows]].tolist(),
+            shapes=[tuple(c.dims[c.dim_start[r] : c.dim_start[r] + c.ranks[r]])
+                    for r in rows.tolist()],
+        ), others
 
     def _block(self, c: _ColumnLists, j: int) -> Block:
         compression = _CODECS[c.codecs[j]]
@@ -407,16 +419,17 @@ class Tables(Mapping[str, TensorInfo]):
                      c.chunk_sizes[j], self._crcs[crc_at : crc_at + chunks], starts)
 
 
-class SmallPlain(NamedTuple):
-    """What reading a small uncompressed tensor stored whole needs to know."""
+@dataclass
+class SmallPlain:
+    """Small uncompressed one-chunk tensors, column-wise, in (shard, offset) order."""
 
-    key: str
-    shard: int
-    offset: int
-    raw_length: int
-    chunk_crcs: list[int]
-    dtype: np.dtype[np.generic]
-    shape: tuple[int, ...]
+    keys: list[str]
+    shards: list[int]
+    offsets: list[int]
+    raw_lengths: list[int]
+    crcs: list[int]
+    dtypes: list[np.dtype[np.generic]]
+    shapes: list[tuple[int, ...]]
 
 
 class _ColumnLists:

@@ -50,6 +50,7 @@ DEFAULT_MAX_SHARD_SIZE = 4 << 30
 # once the gathered bytes reach it, so that many small tensors do not cost
 # a system call each while memory stays bounded.
 _SMALL_WRITE = 1 << 20
+_ZEROS = bytes(64)
 # Tensors at least this large are checksummed on a worker thread while the
 # main thread writes them.
 _PARALLEL_CRC = 4 << 20
@@ -66,7 +67,7 @@ class _OutputFile:
 
     def align(self) -> None:
         pad = padding(self.position)
-        self._pending += bytes(pad)
+        self._pending += _ZEROS[:pad]
         self.position += pad
 
     def write(self, data: memoryview | bytes) -> None:
@@ -115,7 +116,7 @@ class _Block(NamedTuple):
     chunk_stored_lengths: list[int]
 
 
-@dataclass
+@dataclass(slots=True)
 class _Tensor:
     """A written tensor: a future row of the tensor table, and its blocks."""
 
@@ -151,6 +152,7 @@ class Writer:
         self.target = Path(path)
         self.layout = layout
         self.compression = Compression.parse(compression)
+        self._codec = self.compression.value
         self.level = compression_level
         self.byte_shuffle = byte_shuffle and self.compression is Compression.ZSTD
         if chunk_size % 64 or not MIN_CHUNK_SIZE <= chunk_size <= MAX_CHUNK_SIZE:
@@ -254,13 +256,13 @@ class Writer:
     # -- storing blocks -------------------------------------------------------
 
     def _claim_key(self, key: str) -> None:
-        raw_key = key.encode("utf-8") if isinstance(key, str) else b""
-        if not raw_key or b"\0" in raw_key:
+        if not isinstance(key, str) or not key or "\0" in key:
             raise InvalidError("tensor keys must be non-empty str without NUL", key=repr(key),
                                requirement="R-TENSOR-001")
-        if len(raw_key) > MAX_KEY_BYTES:
-            raise LimitExceededError(f"key is {len(raw_key)} bytes, above the limit of "
-                                     f"{MAX_KEY_BYTES}", requirement="R-TENSOR-001")
+        # A character takes at most 4 bytes in UTF-8: encode only keys that may be long.
+        if len(key) * 4 > MAX_KEY_BYTES and len(key.encode("utf-8")) > MAX_KEY_BYTES:
+            raise LimitExceededError(f"key is {len(key.encode('utf-8'))} bytes, above the "
+                                     f"limit of {MAX_KEY_BYTES}", requirement="R-TENSOR-001")
         if key in self._tensors:
             raise InvalidError("key written twice", key=key, requirement="R-TENSOR-001")
 
@@ -271,14 +273,19 @@ class Writer:
         output.align()
         shard = len(self._files) - 1 if self.layout == "directory" else 0
         offset = output.position
+        if self.compression is Compression.NONE and 0 < size <= self.chunk_size:
+            # The common case of many small tensors, kept short: one chunk.
+            crc = crc32c(raw)
+            output.write(raw)
+            return _Block(shard, offset, size, size, self._codec, False, 0, [crc], [])
         chunk_size = self.chunk_size if size > self.chunk_size else 0
         ranges = [(0, size)] if not chunk_size else [
             (s, min(s + chunk_size, size)) for s in range(0, size, chunk_size)]
         if not size:
-            return _Block(shard, offset, 0, 0, self.compression.value, False, 0, [], [])
+            return _Block(shard, offset, 0, 0, self._codec, False, 0, [], [])
         if self.compression is Compression.NONE:
             crcs = self._write_plain(output, raw, ranges)
-            return _Block(shard, offset, size, size, self.compression.value, False, chunk_size,
+            return _Block(shard, offset, size, size, self._codec, False, chunk_size,
                           crcs, [])
         shuffle = self.byte_shuffle and dtype.itemsize > 1
         encoder = ChunkEncoder(self.compression, self.level, dtype.itemsize if shuffle else 1)
@@ -287,7 +294,7 @@ class Writer:
             crcs.append(crc32c(stored))
             lengths.append(len(stored))
             output.write(stored)
-        return _Block(shard, offset, sum(lengths), size, self.compression.value, shuffle,
+        return _Block(shard, offset, sum(lengths), size, self._codec, shuffle,
                       chunk_size, crcs, lengths)
 
     def _write_plain(
