@@ -12,8 +12,10 @@ read unless ``verify=False`` [R-CRC-001].
 from __future__ import annotations
 
 import contextlib
+import errno
 import mmap
 import os
+import stat
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from math import prod
@@ -44,7 +46,7 @@ from ocf.index import IndexModel, decode_index
 from ocf.metadata import MetadataValue
 from ocf.model import Block, TensorInfo
 from ocf.raw import check_bool, decode_strings
-from ocf.slicing import Box, chunks_touching, intersect, select
+from ocf.slicing import Box, as_array_index, chunks_touching, intersect, select
 from ocf.tables import SmallPlain
 
 # Uncompressed blocks are read in groups of chunks of about this many bytes,
@@ -121,18 +123,34 @@ class _Shard:
 
     @classmethod
     def open(cls, path: Path, expected_length: int) -> _Shard:
+        """Open a shard named by the index: a regular file of the recorded length."""
         try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            raise NotFoundError("shard file named by the index is missing", path=path,
-                                requirement="R-SHARD-002") from None
-        shard = cls(path, fd, os.fstat(fd).st_size)
+            # O_NONBLOCK: a FIFO planted under a shard's name must not hang the reader.
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
+            raise NotFoundError(f"shard file named by the index cannot be opened: {exc.strerror}",
+                                path=path, requirement="R-SHARD-002") from None
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise  # the environment (permissions, I/O), not the checkpoint
+            raise NotFoundError("shard file named by the index is a symbolic link loop",
+                                path=path, requirement="R-SHARD-002") from None
+        status = os.fstat(fd)
+        shard = cls(path, fd, status.st_size)
+        if not stat.S_ISREG(status.st_mode):
+            shard.close()
+            raise NotFoundError("shard named by the index is not a regular file", path=path,
+                                requirement="R-SHARD-002")
         if shard.size != expected_length:
             shard.close()
             raise MalformedError(f"shard is {shard.size} bytes, the index says "
                                  f"{expected_length}: truncated or replaced", path=path,
                                  requirement="R-SHARD-002")
-        check_preamble(_pread_exact(fd, PREAMBLE_SIZE, 0, path), path)
+        try:
+            check_preamble(_pread_exact(fd, PREAMBLE_SIZE, 0, path), path)
+        except OCFError:
+            shard.close()
+            raise
         return shard
 
     def mapping(self) -> mmap.mmap:
@@ -167,21 +185,15 @@ class Reader(Mapping[str, TensorInfo]):
         self._pool: ThreadPoolExecutor | None = None
         self._shards: list[_Shard] = []
         fd = os.open(self.path, os.O_RDONLY)
+        self._own = _Shard(self.path, fd, os.fstat(fd).st_size)
         try:
-            own = _Shard(self.path, fd, os.fstat(fd).st_size)
-            self.index = self._read_index(own)
-        except BaseException:
-            os.close(fd)
-            raise
-        try:
-            self._shards = [own if s.path == "" else _Shard.open(self.path.parent / s.path,
-                                                                 s.length)
-                            for s in self.index.shards]
+            self.index = self._read_index(self._own)
+            for shard in self.index.shards:
+                self._shards.append(self._own if shard.path == "" else _Shard.open(
+                    self.path.parent / shard.path, shard.length))
         except BaseException:
             self.close()
-            os.close(fd) if all(s is not own for s in self._shards) else None
             raise
-        self._own = own
 
     # -- opening --------------------------------------------------------------
 
@@ -294,7 +306,8 @@ class Reader(Mapping[str, TensorInfo]):
         """``tensor[index]`` for basic NumPy indices, reading only the chunks it needs."""
         info = self[key]
         selection = select(index, info.shape)
-        return np.array(selection.apply(self._read_region(info, selection.box)))
+        result: np.ndarray = selection.apply(self._read_region(info, selection.box)).copy()
+        return result
 
     def verify_all(self) -> None:
         """Check every chunk of every tensor: checksums, codecs, byte strings, bools."""
@@ -424,21 +437,24 @@ class Reader(Mapping[str, TensorInfo]):
         """The elements of ``box`` from a block holding a tensor (or slice) of ``shape``."""
         window = tuple(slice(s, s + e) for s, e in zip(*box))
         if info.dtype.is_bytes:
-            return self._materialize(info, self._read_block(info, block), shape)[window]
+            return self._materialize(info, self._read_block(info, block), shape, window)
         chunks = chunks_touching(shape, info.dtype.itemsize, block.raw_chunk_size,
                                  block.chunk_count, box)
         if block.compression is Compression.NONE:
             raw = self._mapped(block)
             self._verify_chunks(info, block, iter(chunks.tolist()), raw)
         else:
-            raw = np.empty(block.raw_length, dtype=np.uint8)  # pages untouched until decoded
+            # Zero-filled pages are only allocated once written: decoding the
+            # chunks that hold the region touches nothing else.
+            raw = np.zeros(block.raw_length, dtype=np.uint8)
             self._decode_chunks(info, block, iter(chunks.tolist()), raw)
-        return self._materialize(info, raw, shape)[window]
+        return self._materialize(info, raw, shape, window)
 
     def _read_region(self, info: TensorInfo, box: Box) -> np.ndarray:
         """A new array holding the elements of ``box`` of the tensor."""
         if info.block is not None:
-            return np.array(self._block_region(info, info.block, info.shape, box))
+            region: np.ndarray = self._block_region(info, info.block, info.shape, box).copy()
+            return region
         dtype = object if info.dtype.numpy is None else info.dtype.numpy
         try:
             out = np.empty(box[1], dtype=dtype)
@@ -455,13 +471,16 @@ class Reader(Mapping[str, TensorInfo]):
             out[target] = self._block_region(info, piece.block, piece.extent, local)
         return out
 
-    def _materialize(self, info: TensorInfo, raw: np.ndarray, shape: tuple[int, ...]
-                     ) -> np.ndarray:
+    def _materialize(self, info: TensorInfo, raw: np.ndarray, shape: tuple[int, ...],
+                     window: tuple[slice, ...] = ()) -> np.ndarray:
+        """The array of ``shape`` held by ``raw`` (or its ``window``), with bools checked."""
         numpy_dtype = info.dtype.numpy
         try:
             if numpy_dtype is None:
-                return decode_strings(raw, prod(shape), shape)
-            array = raw.view(numpy_dtype).reshape(shape)
+                strings: np.ndarray = decode_strings(raw, prod(shape), shape)[
+                    as_array_index(window)]
+                return strings
+            array: np.ndarray = raw.view(numpy_dtype).reshape(shape)[as_array_index(window)]
             if numpy_dtype.kind == "b":
                 check_bool(array)
             return array
@@ -480,7 +499,7 @@ class Reader(Mapping[str, TensorInfo]):
     # -- lifetime -------------------------------------------------------------
 
     def close(self) -> None:
-        for shard in {id(s): s for s in self._shards}.values():
+        for shard in {id(s): s for s in [self._own, *self._shards]}.values():
             shard.close()
         self._shards = []
         if self._pool is not None:

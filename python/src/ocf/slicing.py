@@ -11,6 +11,7 @@ import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from math import prod
+from typing import Any
 
 import numpy as np
 
@@ -34,17 +35,37 @@ def boxes_tile(boxes: Sequence[Box], shape: tuple[int, ...]) -> bool:
 
 
 def _disjoint(boxes: Sequence[Box]) -> bool:
-    """True when no two boxes share an element (pairwise test, vectorised)."""
+    """True when no two boxes share an element.
+
+    A sweep along the dimension whose starts are most varied: after sorting
+    by start there, box i can only meet the boxes that start before its end
+    there, and only those are compared with it. Memory stays linear in the
+    number of boxes, and partitions along any one dimension take n log n.
+    """
     if len(boxes) < 2:
         return True
-    lo = np.array([b for b, _ in boxes], dtype=object)
-    hi = lo + np.array([e for _, e in boxes], dtype=object)
-    # Boxes i and j overlap iff their ranges overlap along every dimension.
-    overlap = np.ones((len(boxes), len(boxes)), dtype=bool)
-    for d in range(lo.shape[1]):
-        overlap &= (lo[:, None, d] < hi[None, :, d]) & (lo[None, :, d] < hi[:, None, d])
-    np.fill_diagonal(overlap, False)
-    return not overlap.any()
+    # Values are below 2^62 once the boxes lie inside a valid shape.
+    lo = np.array([b for b, _ in boxes], dtype=np.int64)
+    hi = lo + np.array([e for _, e in boxes], dtype=np.int64)
+    if lo.shape[1] == 0:
+        return False  # two boxes of a scalar are the same element
+    axis = max(range(lo.shape[1]), key=lambda d: len(np.unique(lo[:, d])))
+    order = np.argsort(lo[:, axis], kind="stable")
+    lo, hi = lo[order], hi[order]
+    starts = lo[:, axis]
+    for i in range(len(lo) - 1):
+        stop = int(np.searchsorted(starts, hi[i, axis], side="left"))
+        if stop > i + 1 and ((lo[i + 1 : stop] < hi[i]) & (lo[i] < hi[i + 1 : stop])).all(
+            axis=1
+        ).any():
+            return False
+    return True
+
+
+def as_array_index(index: tuple[slice, ...]) -> Any:
+    """``index`` with a trailing Ellipsis, so that NumPy returns an array, never a
+    scalar, even for a 0-d array (``a[()]`` is a scalar, ``a[...]`` an array)."""
+    return (*index, Ellipsis)
 
 
 def intersect(a: Box, b: Box) -> Box | None:
@@ -71,7 +92,8 @@ class Selection:
 
     def apply(self, boxed: np.ndarray) -> np.ndarray:
         """Select from an array holding exactly the box's elements."""
-        stepped = boxed[tuple(slice(None, None, s) for s in self.steps)]
+        stepped: np.ndarray = boxed[as_array_index(tuple(slice(None, None, s)
+                                                          for s in self.steps))]
         return stepped.reshape(
             [n for d, n in enumerate(stepped.shape) if d not in self.squeeze]
         )

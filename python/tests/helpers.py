@@ -1,0 +1,280 @@
+"""Building OCF files by hand, from the byte layout of spec/format.md, for tests.
+
+Nothing here uses ocf's writer or reader: files are assembled from an
+``ocf.v1.index_pb2.Index`` message and raw bytes with struct and crc32c, so
+tests can make files that a writer would refuse to produce.
+
+Layout of an index file (spec/format.md, "Files"):
+
+    preamble (64 bytes) | data region | index bytes | footer (32 bytes)
+
+footer = index_offset u64, index_length u64, index_crc32c u32,
+format_major u16, format_minor u16, magic 89 4F 43 46 45 4E 44 0A, all
+little-endian. A shard file is the preamble followed by its data region.
+
+Only :func:`make_index` knows the shape of the ``Index`` message; the rest
+works on bytes and stays valid whatever the index schema looks like.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import crc32c
+import numpy as np
+
+from ocf.v1 import index_pb2, metadata_pb2, tensor_pb2
+
+PREAMBLE_MAGIC = b"\x89OCF\r\n\x1a\n"
+PREAMBLE_SIZE = 64
+PREAMBLE = PREAMBLE_MAGIC + bytes(PREAMBLE_SIZE - len(PREAMBLE_MAGIC))
+FOOTER_MAGIC = b"\x89OCFEND\n"
+FOOTER = struct.Struct("<QQIHH8s")
+FOOTER_SIZE = FOOTER.size
+ALIGNMENT = 64
+INDEX_FILE_NAME = "index.ocf"
+
+# Byte offset within the footer and struct format of each footer field.
+FOOTER_FIELDS: dict[str, tuple[int, str]] = {
+    "index_offset": (0, "<Q"),
+    "index_length": (8, "<Q"),
+    "index_crc32c": (16, "<I"),
+    "format_major": (20, "<H"),
+    "format_minor": (22, "<H"),
+}
+
+
+def crc(data: bytes | bytearray | memoryview) -> int:
+    """CRC-32C (Castagnoli, not masked) as spec/format.md, Appendix B defines it."""
+    return int(crc32c.crc32c(bytes(data)))
+
+
+def pad64(data: bytes, start: int = PREAMBLE_SIZE) -> bytes:
+    """``data`` and zeros up to the next multiple of 64, for data placed at ``start``."""
+    return data + bytes(-(start + len(data)) % ALIGNMENT)
+
+
+def footer_bytes(
+    index_offset: int, index_length: int, index_crc: int, major: int = 1, minor: int = 0,
+) -> bytes:
+    return FOOTER.pack(index_offset, index_length, index_crc, major, minor, FOOTER_MAGIC)
+
+
+def serialize(index: index_pb2.Index | bytes) -> bytes:
+    if isinstance(index, bytes):
+        return index
+    return index.SerializeToString(deterministic=True)
+
+
+def build_file(
+    index: index_pb2.Index | bytes, data: bytes = b"", *, major: int = 1, minor: int = 0,
+) -> bytes:
+    """A complete index file: preamble, ``data`` as the data region, the index, the footer.
+
+    The data region starts at offset 64, so a block at byte ``k`` of ``data``
+    has ``offset`` 64 + k. ``index`` may be bytes (for instance deliberately
+    unparsable ones); the footer's CRC always matches the index bytes.
+    """
+    index_bytes = serialize(index)
+    index_offset = PREAMBLE_SIZE + len(data)
+    return (PREAMBLE + data + index_bytes
+            + footer_bytes(index_offset, len(index_bytes), crc(index_bytes), major, minor))
+
+
+def write_file(
+    path: Path, index: index_pb2.Index | bytes, data: bytes = b"", *, major: int = 1,
+    minor: int = 0,
+) -> Path:
+    """Write :func:`build_file`'s bytes to ``path``; returns ``path``."""
+    path.write_bytes(build_file(index, data, major=major, minor=minor))
+    return path
+
+
+def shard_file(data: bytes) -> bytes:
+    """A shard file of the directory form: the preamble, then its data region."""
+    return PREAMBLE + data
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the parts of a well-formed index file are, read from its footer."""
+
+    size: int
+    index_offset: int
+    index_length: int
+    index_crc: int
+    major: int
+    minor: int
+
+    @property
+    def index_end(self) -> int:
+        return self.index_offset + self.index_length
+
+    @property
+    def footer_offset(self) -> int:
+        return self.size - FOOTER_SIZE
+
+
+def read_layout(blob: bytes) -> Layout:
+    """Decode the footer of a well-formed index file."""
+    offset, length, index_crc, major, minor, magic = FOOTER.unpack(blob[-FOOTER_SIZE:])
+    if magic != FOOTER_MAGIC or offset + length != len(blob) - FOOTER_SIZE:
+        raise ValueError("not a well-formed OCF index file")
+    return Layout(len(blob), offset, length, index_crc, major, minor)
+
+
+def index_bytes_of(blob: bytes) -> bytes:
+    layout = read_layout(blob)
+    return blob[layout.index_offset:layout.index_end]
+
+
+def index_of(blob: bytes) -> index_pb2.Index:
+    """The parsed index of a well-formed index file."""
+    message = index_pb2.Index()
+    message.ParseFromString(index_bytes_of(blob))
+    return message
+
+
+def replace_index(blob: bytes, index: index_pb2.Index | bytes) -> bytes:
+    """``blob`` with its index replaced by ``index``, behind a footer that matches it.
+
+    The preamble, data region and format version are kept: the result passes
+    every check up to and including the index checksum, so it exercises the
+    parsing and validation of the index.
+    """
+    layout = read_layout(blob)
+    index_bytes = serialize(index)
+    return (blob[:layout.index_offset] + index_bytes
+            + footer_bytes(layout.index_offset, len(index_bytes), crc(index_bytes),
+                           layout.major, layout.minor))
+
+
+def patch(blob: bytes, offset: int, new: bytes) -> bytes:
+    """``blob`` with the bytes at ``offset`` overwritten by ``new`` (same length)."""
+    if not 0 <= offset <= offset + len(new) <= len(blob):
+        raise ValueError(f"patch [{offset}, {offset + len(new)}) outside {len(blob)} bytes")
+    return blob[:offset] + new + blob[offset + len(new):]
+
+
+def set_footer_field(blob: bytes, name: str, value: int) -> bytes:
+    """``blob`` with one footer field (see FOOTER_FIELDS) set to ``value``."""
+    position, fmt = FOOTER_FIELDS[name]
+    return patch(blob, len(blob) - FOOTER_SIZE + position, struct.pack(fmt, value))
+
+
+def flip_bit(blob: bytes, bit: int) -> bytes:
+    """``blob`` with bit ``bit`` (counting from bit 0 of byte 0) inverted."""
+    byte, shift = divmod(bit, 8)
+    return patch(blob, byte, bytes([blob[byte] ^ (1 << shift)]))
+
+
+# -- building an index ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BlockSpec:
+    """One stored block (the bytes of a whole tensor or of one slice)."""
+
+    offset: int
+    stored_length: int
+    raw_length: int
+    chunk_crcs: tuple[int, ...]
+    shard: int = 0
+    codec: int = tensor_pb2.CODEC_NONE
+    byte_shuffle: bool = False
+    chunk_size: int = 0
+    chunk_stored_lengths: tuple[int, ...] = ()
+
+
+def plain_block(raw: bytes, offset: int, *, shard: int = 0, chunk_size: int = 0) -> BlockSpec:
+    """An uncompressed block holding ``raw`` at ``offset`` of ``shard``, with right CRCs."""
+    if chunk_size and len(raw) > chunk_size:
+        crcs = tuple(crc(raw[i:i + chunk_size]) for i in range(0, len(raw), chunk_size))
+    else:
+        chunk_size = 0
+        crcs = (crc(raw),) if raw else ()
+    return BlockSpec(offset, len(raw), len(raw), crcs, shard=shard, chunk_size=chunk_size)
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One tensor: stored whole in ``block``, or in ``slices`` (start, extent, block)."""
+
+    key: str
+    dtype: int
+    shape: tuple[int, ...]
+    block: BlockSpec | None = None
+    slices: tuple[tuple[tuple[int, ...], tuple[int, ...], BlockSpec], ...] = field(
+        default=())
+
+
+def make_index(
+    tensors: Sequence[TensorSpec],
+    *,
+    shards: Sequence[tuple[str, int]] = (("", 0),),
+    required_features: Sequence[str] = (),
+    metadata: Mapping[str, metadata_pb2.Value] | None = None,
+) -> index_pb2.Index:
+    """The ``Index`` message of the given shards (path, length) and tensors, in order."""
+    index = index_pb2.Index()
+    index.header.writer = "python/tests/helpers.py"
+    index.header.required_features.extend(required_features)
+    for path, length in shards:
+        index.shards.add(path=path, length=length)
+    table, columns = index.tensors, index.blocks
+    for tensor in tensors:
+        table.keys.append(tensor.key)
+        table.dtypes.append(tensor.dtype)
+        table.ranks.append(len(tensor.shape))
+        table.dims.extend(tensor.shape)
+        table.slice_counts.append(len(tensor.slices))
+        if tensor.slices:
+            blocks = []
+            for start, extent, block in tensor.slices:
+                columns.slice_starts.extend(start)
+                columns.slice_extents.extend(extent)
+                blocks.append(block)
+        else:
+            assert tensor.block is not None, "a tensor needs a block or slices"
+            blocks = [tensor.block]
+        for block in blocks:
+            columns.shards.append(block.shard)
+            columns.offsets.append(block.offset)
+            columns.stored_lengths.append(block.stored_length)
+            columns.raw_lengths.append(block.raw_length)
+            columns.codecs.append(block.codec)
+            columns.byte_shuffles.append(block.byte_shuffle)
+            columns.chunk_sizes.append(block.chunk_size)
+            columns.chunk_crcs.extend(block.chunk_crcs)
+            columns.chunk_stored_lengths.extend(block.chunk_stored_lengths)
+    for key, value in (metadata or {}).items():
+        index.metadata[key].CopyFrom(value)
+    return index
+
+
+def minimal_checkpoint(
+    values: bytes = struct.pack("<2f", 1.0, -2.0), key: str = "w",
+) -> tuple[index_pb2.Index, bytes]:
+    """Index and data region of a one-tensor file: float32 ``key`` holding ``values``."""
+    spec = TensorSpec(key, tensor_pb2.DTYPE_FLOAT32, (len(values) // 4,),
+                      plain_block(values, PREAMBLE_SIZE))
+    return make_index([spec]), pad64(values)
+
+
+def big_values(seed: int, count: int = 13, elements: int = 4 << 20) -> dict[str, np.ndarray]:
+    """``count`` uint32 tensors of ``elements`` values (16 MiB each by default).
+
+    Cheap to make (no random generator), different for every ``seed``, and the
+    same in every process: the crash tests build them in a child process that
+    writes them and in the parent that checks what was written.
+    """
+    out = {}
+    for i in range(count):
+        values = np.arange(elements, dtype=np.uint32)
+        values *= np.uint32(2654435761)
+        values += np.uint32((seed * 7919 + i) % (1 << 32))
+        out[f"t{i:02d}"] = values
+    return out

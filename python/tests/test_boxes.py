@@ -1,0 +1,45 @@
+"""The slice tiling check agrees with painting every box into a grid."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ocf.slicing import boxes_tile
+
+
+@st.composite
+def boxes_in_shape(draw: st.DrawFn) -> tuple[tuple[int, ...], list[tuple[tuple[int, ...],
+                                                                        tuple[int, ...]]]]:
+    shape = tuple(draw(st.lists(st.integers(1, 6), min_size=0, max_size=3)))
+    boxes = []
+    for _ in range(draw(st.integers(0, 8))):
+        start = tuple(draw(st.integers(0, d - 1)) for d in shape)
+        extent = tuple(draw(st.integers(1, d - s)) for s, d in zip(start, shape))
+        boxes.append((start, extent))
+    return shape, boxes
+
+
+def painted_exactly_once(shape: tuple[int, ...],
+                         boxes: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> bool:
+    grid = np.zeros(shape, dtype=np.int64)
+    for start, extent in boxes:
+        grid[tuple(slice(s, s + e) for s, e in zip(start, extent))] += 1
+    return bool((grid == 1).all())
+
+
+@settings(max_examples=400, deadline=None)
+@given(case=boxes_in_shape())
+def test_boxes_tile_iff_every_element_is_covered_exactly_once(
+    case: tuple[tuple[int, ...], list[tuple[tuple[int, ...], tuple[int, ...]]]],
+) -> None:
+    shape, boxes = case
+    assert boxes_tile(boxes, shape) == painted_exactly_once(shape, boxes)
+
+
+def test_a_regular_grid_of_boxes_tiles_and_one_shifted_box_breaks_it() -> None:
+    grid = [((i * 2, j * 3), (2, 3)) for i in range(16) for j in range(16)]
+    assert boxes_tile(grid, (32, 48))
+    shifted = [*grid[:-1], ((30, 44), (2, 3))]
+    assert not boxes_tile(shifted, (32, 48))
