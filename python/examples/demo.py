@@ -42,7 +42,7 @@ def main() -> None:
     saver = ocf.Saver(state)
     single = saver.save(work / "model.ocf", global_step=1234, metadata={"epoch": 3})
     sharded = saver.save(work / "model-dir", layout="directory", compression="zstd",
-                         byte_shuffle=True, max_shard_size=64 << 10)
+                         byte_shuffle=True, chunk_size=16 << 10, max_shard_size=64 << 10)
     print(f"saved {single} and {sharded} ({len(list(Path(sharded).iterdir()))} files)\n")
 
     run_cli("inspect", single)
