@@ -51,6 +51,9 @@ DEFAULT_MAX_SHARD_SIZE = 4 << 30
 # a system call each while memory stays bounded.
 _SMALL_WRITE = 1 << 20
 _ZEROS = bytes(64)
+# Writeback to disk is started every this many bytes (see _start_writeback).
+_WRITEBACK_STEP = 64 << 20
+_FADVISE = getattr(os, "posix_fadvise", None)
 # Tensors at least this large are checksummed on a worker thread while the
 # main thread writes them.
 _PARALLEL_CRC = 4 << 20
@@ -64,6 +67,8 @@ class _OutputFile:
         self._file = open(path, "xb", buffering=0)  # noqa: SIM115 - closed in close()
         self._pending = bytearray(PREAMBLE)
         self.position = PREAMBLE_SIZE
+        self._in_file = 0  # bytes handed to the operating system so far
+        self._writeback_mark = 0  # bytes whose writeback to disk has been started
 
     def align(self) -> None:
         pad = padding(self.position)
@@ -91,6 +96,21 @@ class _OutputFile:
         while view:
             written = self._file.write(view)
             view = view[written:]
+            self._in_file += written
+        if self._in_file - self._writeback_mark >= _WRITEBACK_STEP:
+            self._start_writeback()
+
+    def _start_writeback(self) -> None:
+        """Have the kernel start writing what we wrote so far to disk, without waiting.
+
+        On Linux, POSIX_FADV_DONTNEED starts writeback of dirty pages and keeps
+        them cached (only clean pages are dropped). Disk writes then overlap
+        with the rest of the save instead of all waiting for the final fsync.
+        """
+        if _FADVISE is not None:
+            _FADVISE(self._file.fileno(), self._writeback_mark,
+                     self._in_file - self._writeback_mark, os.POSIX_FADV_DONTNEED)
+        self._writeback_mark = self._in_file
 
     def close_durably(self) -> None:
         self.flush()
