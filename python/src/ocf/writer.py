@@ -197,7 +197,8 @@ class Writer:
 
     def write(self, key: str, array: np.ndarray) -> None:
         """Store ``array`` whole under ``key``; its bytes are written now."""
-        array = np.asarray(array)
+        if type(array) is not np.ndarray:
+            array = np.asarray(array)
         dtype = dtypes.for_array(array)
         raw = to_raw(array, dtype)
         self._claim_key(key)
