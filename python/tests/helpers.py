@@ -278,3 +278,19 @@ def big_values(seed: int, count: int = 13, elements: int = 4 << 20) -> dict[str,
         values += np.uint32((seed * 7919 + i) % (1 << 32))
         out[f"t{i:02d}"] = values
     return out
+
+
+def scalar_checkpoint(keys: Sequence[str]) -> tuple[index_pb2.Index, bytes]:
+    """Index and data region of float32 scalars, one per key, holding 0.0, 1.0, 2.0, ...
+
+    Each scalar is stored whole with CODEC_NONE at the next multiple of 64, so
+    the result is a valid name-based checkpoint to which a test can add an
+    object graph (``index.object_graph``) before :func:`build_file`.
+    """
+    specs, data = [], b""
+    for i, key in enumerate(keys):
+        raw = struct.pack("<f", float(i))
+        specs.append(TensorSpec(key, tensor_pb2.DTYPE_FLOAT32, (),
+                                plain_block(raw, PREAMBLE_SIZE + len(data))))
+        data += pad64(raw)
+    return make_index(specs), data

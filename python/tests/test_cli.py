@@ -31,7 +31,7 @@ def test_inspect_lists_keys_dtypes_shapes_sizes_and_codecs(checkpoint: Path) -> 
     done = run("inspect", str(checkpoint))
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert "format 1.0" in lines[1]
+    assert "format 1.1" in lines[1]
     assert "metadata epoch = 3" in lines
     assert lines[-3].split() == ["KEY", "DTYPE", "SHAPE", "STORED", "CODEC"]
     assert lines[-2].split() == ["dense/kernel", "float32", "[2,", "3]", "24", "B", "none"]
@@ -82,3 +82,26 @@ def test_verify_reports_truncation_as_malformed(checkpoint: Path) -> None:
 
 def test_usage_errors_exit_2() -> None:
     assert run("frobnicate").returncode == 2
+
+
+def test_tree_draws_edges_slots_and_tensors(tmp_path: Path) -> None:
+    weight = ocf.Variable(np.zeros((2, 3), np.float32))
+    root = {"model": {"w": weight}, "again": weight, "optimizer": ocf.Module()}
+    path = tmp_path / "objects.ocf"
+    ocf.write(root, path)
+    done = run("tree", str(path))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "(root) dict",
+        "├── model  dict",
+        "│   └── w -> (shared: again)",
+        "├── again  ocf.Variable",
+        "│   └── .value: float32 [2, 3]",
+        "└── optimizer  ocf.tracking.Module",
+    ]
+
+
+def test_tree_of_a_name_based_checkpoint_says_so(checkpoint: Path) -> None:
+    done = run("tree", str(checkpoint))
+    assert done.returncode == 0
+    assert "name-based checkpoint" in done.stdout

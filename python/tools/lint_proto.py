@@ -63,13 +63,8 @@ WELL_KNOWN_ROOT = Path(str(protoc.__file__)).with_name("_proto")
 # give every entry a comment saying why.
 PLURAL_EXCEPTIONS: frozenset[str] = frozenset(
     {
-        # A shape is one vector of dimension sizes, named as NumPy, TensorFlow
-        # and every array library name it; "shapes" would suggest several.
-        "ocf.v1.TensorEntry.shape",
-        # The corner and the size of one box, one value per dimension, like
-        # `shape` (TensorFlow's TensorSlice names its field `extent` too).
-        "ocf.v1.TensorSlice.start",
-        "ocf.v1.TensorSlice.extent",
+        # "children" is already plural (an English irregular plural).
+        "ocf.v1.ObjectNode.children",
     }
 )
 

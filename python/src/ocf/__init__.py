@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from ocf.checkpoint import Checkpoint
 from ocf.errors import (
     Category,
     IntegrityError,
@@ -20,8 +21,12 @@ from ocf.errors import (
     UnsupportedVersionError,
 )
 from ocf.files import load_file, open, save_file
+from ocf.manager import CheckpointManager, latest_checkpoint
 from ocf.reader import Reader
+from ocf.restoring import RestoreMismatchError, RestoreStatus, restore
 from ocf.saver import Saver, list_variables, load_variable
+from ocf.saving import write
+from ocf.tracking import Module, Variable
 from ocf.writer import Writer
 
 __all__ = [
@@ -44,3 +49,8 @@ __all__ = [
     "open",
     "save_file",
 ]
+# Object-based checkpoints (ocf.checkpoint, ocf.tracking, ocf.restoring).
+__all__ += ["Checkpoint", "Module", "RestoreMismatchError", "RestoreStatus", "Variable",
+            "restore", "write"]
+# Checkpoint management (ocf.manager).
+__all__ += ["CheckpointManager", "latest_checkpoint"]

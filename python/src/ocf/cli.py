@@ -1,6 +1,7 @@
 """The ``ocf`` command line: look inside checkpoints and check them.
 
     ocf inspect PATH [--tensor KEY] [--all] [--no-verify]
+    ocf tree PATH
     ocf verify PATH
 
 Errors print as ``CATEGORY: file: detail [requirement]`` on stderr, and the
@@ -17,6 +18,7 @@ import numpy as np
 
 from ocf import __version__
 from ocf.errors import OCFError
+from ocf.graph import SLOT_COMPONENT, Node, ObjectGraph
 from ocf.reader import Reader
 
 
@@ -58,6 +60,61 @@ def inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def tree(args: argparse.Namespace) -> int:
+    with Reader(args.path, verify=False) as reader:
+        graph = reader.object_graph
+        if graph is None:
+            print(f"{reader.path}: a name-based checkpoint (no object graph); "
+                  f"{len(reader)} tensors, see `ocf inspect`")
+            return 0
+        for line in draw_tree(graph, reader):
+            print(line)
+    return 0
+
+
+def draw_tree(graph: ObjectGraph, reader: Reader) -> list[str]:
+    """Lines drawing the object graph from the root.
+
+    Each node is drawn once, at its canonical path; other edges to it (shared
+    objects, cycles) point there.
+    """
+    lines = [f"(root) {graph.nodes[0].type_name}{_metadata(graph.nodes[0])}"]
+
+    def walk(node: int, indent: str) -> None:
+        stored = graph.nodes[node]
+        here = graph.path(node)
+        entries: list[tuple[str, int | None, str]] = []
+        for name, key in stored.attributes.items():
+            info = reader[key]
+            entries.append((f".{name}: {info.dtype.name} {list(info.shape)}", None, ""))
+        for name, child_id in stored.children.items():
+            entries.append((name, child_id, "/".join(p for p in (here, name) if p)))
+        for slot in stored.slots:
+            entries.append((f"slot {slot.name!r} of {graph.path(slot.variable)}",
+                            slot.slot_node, "/".join(p for p in (
+                                here, SLOT_COMPONENT, graph.path(slot.variable), slot.name)
+                                if p)))
+        for i, (label, child, path) in enumerate(entries):
+            branch, deeper = ("└── ", "    ") if i == len(entries) - 1 else ("├── ", "│   ")
+            if child is None:
+                lines.append(f"{indent}{branch}{label}")
+            elif graph.path(child) != path:
+                lines.append(f"{indent}{branch}{label} -> (shared: {graph.path(child)})")
+            else:
+                lines.append(f"{indent}{branch}{label}  {graph.nodes[child].type_name}"
+                             f"{_metadata(graph.nodes[child])}")
+                walk(child, indent + deeper)
+
+    walk(0, "")
+    return lines
+
+
+def _metadata(node: Node) -> str:
+    if not node.metadata:
+        return ""
+    return "  {" + ", ".join(f"{k}: {v!r}" for k, v in node.metadata.items()) + "}"
+
+
 def verify(args: argparse.Namespace) -> int:
     with Reader(args.path) as reader:
         reader.verify_all()
@@ -76,6 +133,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--all", action="store_true", help="print the value of every tensor")
     p.add_argument("--no-verify", action="store_true", help="skip checksum verification")
     p.set_defaults(run=inspect)
+    p = commands.add_parser("tree", help="draw the object graph: edges, slots, tensors")
+    p.add_argument("path", help="a checkpoint file, or a directory holding index.ocf")
+    p.set_defaults(run=tree)
     p = commands.add_parser("verify", help="check structure and every checksum")
     p.add_argument("path", help="a checkpoint file, or a directory holding index.ocf")
     p.set_defaults(run=verify)
@@ -91,6 +151,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OCFError as exc:
         print(exc, file=sys.stderr)
         return 1
+    except BrokenPipeError:  # output piped into `head` and the like
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

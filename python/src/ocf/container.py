@@ -38,7 +38,8 @@ MIN_FILE_SIZE = PREAMBLE_SIZE + FOOTER_SIZE
 
 ALIGNMENT = 64
 FORMAT_MAJOR = 1
-FORMAT_MINOR = 0
+# 1.1 added the object graph (spec/objects.md), which 1.0 readers ignore.
+FORMAT_MINOR = 1
 
 INDEX_FILE_NAME = "index.ocf"
 

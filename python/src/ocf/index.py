@@ -26,7 +26,7 @@ from ocf.limits import MAX_FILE_OFFSET, MAX_SHARDS
 from ocf.metadata import MetadataValue, decode_map
 from ocf.model import ShardInfo
 from ocf.tables import Tables
-from ocf.v1 import index_pb2
+from ocf.v1 import index_pb2, object_graph_pb2
 
 # Feature names this implementation understands [R-FEAT-001]. Format 1.0
 # defines none [R-FEAT-002].
@@ -48,6 +48,9 @@ class IndexModel:
     shards: tuple[ShardInfo, ...]
     tensors: Tables
     metadata: dict[str, MetadataValue]
+    # The stored object graph, checked only when read (ocf.graph); None for a
+    # name-based checkpoint.
+    graph_message: object_graph_pb2.ObjectGraph | None
 
 
 def decode_index(data: bytes, path: str, index_offset: int) -> IndexModel:
@@ -69,8 +72,9 @@ def decode_index(data: bytes, path: str, index_offset: int) -> IndexModel:
         metadata = decode_map(message.metadata)
     except LimitExceededError as exc:
         raise LimitExceededError(exc.detail, path=path, requirement=exc.requirement) from None
+    graph = message.object_graph if message.HasField("object_graph") else None
     return IndexModel(tuple(message.header.required_features), message.header.writer, shards,
-                      tensors, metadata)
+                      tensors, metadata, graph)
 
 
 def check_shards(shards: list[index_pb2.Shard], path: str, index_offset: int

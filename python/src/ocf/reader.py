@@ -42,6 +42,7 @@ from ocf.errors import (
     NotFoundError,
     OCFError,
 )
+from ocf.graph import ObjectGraph, decode_graph
 from ocf.index import IndexModel, decode_index
 from ocf.metadata import MetadataValue
 from ocf.model import Block, TensorInfo
@@ -184,6 +185,7 @@ class Reader(Mapping[str, TensorInfo]):
         self._verified: set[tuple[int, int, int]] = set()
         self._pool: ThreadPoolExecutor | None = None
         self._shards: list[_Shard] = []
+        self._graph: ObjectGraph | None = None
         fd = os.open(self.path, os.O_RDONLY)
         self._own = _Shard(self.path, fd, os.fstat(fd).st_size)
         try:
@@ -229,6 +231,17 @@ class Reader(Mapping[str, TensorInfo]):
     @property
     def metadata(self) -> dict[str, MetadataValue]:
         return self.index.metadata
+
+    @property
+    def object_graph(self) -> ObjectGraph | None:
+        """The checked object graph of an object-based checkpoint, else None.
+
+        Checked on first use, so that reading by name never pays for it.
+        """
+        if self._graph is None and self.index.graph_message is not None:
+            self._graph = decode_graph(self.index.graph_message, self.index.tensors,
+                                       str(self.path))
+        return self._graph
 
     # -- reading --------------------------------------------------------------
 

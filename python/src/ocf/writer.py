@@ -36,6 +36,7 @@ from ocf.container import (
     padding,
 )
 from ocf.errors import InvalidError, LimitExceededError
+from ocf.graph import Node, decode_graph, encode_graph
 from ocf.limits import MAX_CHUNK_SIZE, MAX_INDEX_BYTES, MAX_KEY_BYTES, MIN_CHUNK_SIZE
 from ocf.metadata import encode_map
 from ocf.raw import to_raw
@@ -186,6 +187,7 @@ class Writer:
         if metadata:
             encode_map(metadata, self._index.metadata)
         self._tensors: dict[str, _Tensor] = {}
+        self._graph: list[Node] | None = None
         self._threads = threads or min(4, os.cpu_count() or 1)
         self._pool = ThreadPoolExecutor(max_workers=self._threads)
         self._files: list[_OutputFile] = []
@@ -235,12 +237,23 @@ class Writer:
             tensor = self._tensors[key] = _Tensor(key, dtype, shape)
         tensor.slices.append((start, array.shape, self._store(raw, dtype)))
 
+    def set_object_graph(self, nodes: Sequence[Node]) -> None:
+        """Make this an object-based checkpoint with the object graph ``nodes``.
+
+        Node 0 is the root. Attribute keys must name tensors written to this
+        checkpoint; the graph is checked like a reader would before commit.
+        """
+        self._graph = list(nodes)
+
     def commit(self) -> None:
         """Write the index and publish the checkpoint atomically."""
         if self._closed:
             raise InvalidError("writer is already closed", path=self.target)
         try:
             self._fill_tables()
+            if self._graph is not None:
+                encode_graph(self._graph, self._index.object_graph)
+                decode_graph(self._index.object_graph, self._tensors, str(self.target))
             if self.layout == "file":
                 self._commit_file()
             else:

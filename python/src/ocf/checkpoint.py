@@ -1,0 +1,64 @@
+"""``ocf.Checkpoint``: the root of an object-based checkpoint (seeds 000, 002, 003).
+
+``Checkpoint(model=model, optimizer=optimizer)`` makes a root with one
+named edge per keyword (more can be added as attributes, as with any
+:class:`ocf.Module`) plus ``save_counter``. :meth:`Checkpoint.save` writes
+the numbered ``prefix-N``; :meth:`Checkpoint.write` writes exactly the path
+given; :meth:`Checkpoint.restore` matches by structure and returns a
+:class:`ocf.RestoreStatus`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import numpy as np
+
+from ocf.restoring import NameMap, RestoreStatus, restore
+from ocf.saving import write
+from ocf.tracking import Module, Variable
+
+SAVE_COUNTER = "save_counter"
+
+
+class Checkpoint(Module):
+    """Groups the objects to save; each keyword becomes a named edge of the root."""
+
+    ocf_type_name = "ocf.Checkpoint"
+
+    def __init__(self, **objects: object) -> None:
+        self._save_counter = Variable(np.array(0, dtype=np.int64))
+        for name, value in objects.items():
+            if name == SAVE_COUNTER:
+                raise ValueError(f"{SAVE_COUNTER!r} is the checkpoint's own counter")
+            setattr(self, name, value)
+
+    def ocf_children(self) -> Mapping[str, object]:
+        return {**super().ocf_children(), SAVE_COUNTER: self._save_counter}
+
+    @property
+    def save_counter(self) -> int:
+        """How many numbered checkpoints :meth:`save` has written (restored too)."""
+        return int(self._save_counter.value)
+
+    def save(self, prefix: str | os.PathLike[str], **options: object) -> str:
+        """Write the numbered checkpoint ``prefix-N``, N = save_counter + 1; return its path.
+
+        ``options`` go to :class:`ocf.Writer` (layout, compression, ...).
+        """
+        self._save_counter.value[...] = self.save_counter + 1
+        try:
+            return self.write(f"{os.fspath(prefix)}-{self.save_counter}", **options)
+        except BaseException:
+            self._save_counter.value[...] = self.save_counter - 1
+            raise
+
+    def write(self, path: str | os.PathLike[str], **options: object) -> str:
+        """Write a checkpoint of everything this root reaches at exactly ``path``."""
+        return write(self, path, **options)  # type: ignore[arg-type]
+
+    def restore(self, path: str | os.PathLike[str], *, start: str = "",
+                name_map: NameMap | None = None, verify: bool = True) -> RestoreStatus:
+        """Restore by structure from ``path``; see :func:`ocf.restore`."""
+        return restore(self, os.fspath(path), start=start, name_map=name_map, verify=verify)

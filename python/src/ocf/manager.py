@@ -1,0 +1,504 @@
+"""Checkpoint management: numbered checkpoints in one directory, like
+tf.train.CheckpointManager, and :func:`latest_checkpoint` to find the newest.
+
+A manager saves ``<directory>/<checkpoint_name>-<number>`` through the
+object it manages (any :class:`Saveable`), records them in the state file
+``<directory>/checkpoint.json``, keeps the newest ``max_to_keep`` and
+deletes older ones unless ``keep_checkpoint_every_n_hours`` preserves them.
+
+Crash-safety contract. :meth:`CheckpointManager.save` runs these steps in
+this order, and a process killed at any instant (SIGKILL, preemption)
+leaves :func:`latest_checkpoint` naming a complete checkpoint that
+restores, or None if no save ever finished:
+
+1. The new checkpoint is written completely; the write is atomic by itself
+   (temporary name, fsync, rename, fsync of the directory).
+2. The state file is replaced atomically the same way, naming the new
+   checkpoint as latest and still listing the ones about to be deleted.
+3. Only then are the checkpoints beyond ``max_to_keep`` deleted (never the
+   newest, never one kept by the hours rule; files already gone are
+   ignored), and the state file is replaced again without them.
+
+So the state file is always whole, and it never names a checkpoint that was
+not complete when it was written. A kill between steps 1 and 2 leaves the
+new checkpoint on disk unnamed (the next save of the same number replaces
+it); a kill during step 3 leaves entries whose files are gone, which
+readers skip and the next manager drops. :func:`latest_checkpoint` also
+skips entries that do not open (deleted or damaged by hand) and falls back
+to the newest that does. Unknown files in the directory are never deleted;
+leftover temporary files of this manager's own names (a killed write's) are
+removed after the next successful save.
+
+The state file is read as hostile input: at most 1 MiB, strict JSON, every
+field type-checked, and every name a plain file name inside the directory.
+
+Only one manager should save into a directory at a time; any number may
+read it (constructing a manager writes nothing).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import operator
+import os
+import re
+import shutil
+import stat
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, SupportsIndex, TypeAlias, runtime_checkable
+
+from ocf.commit import TEMP_MARKER, fsync_dir, new_write_id, publish, remove_quietly, temp_path
+from ocf.container import INDEX_FILE_NAME
+from ocf.errors import (
+    InvalidError,
+    LimitExceededError,
+    MalformedError,
+    OCFError,
+    UnsupportedVersionError,
+)
+from ocf.reader import Reader
+
+STATE_FILE_NAME = "checkpoint.json"
+STATE_FORMAT = "ocf-checkpoint-state"
+STATE_VERSION = 1
+MAX_STATE_BYTES = 1 << 20
+
+StrPath: TypeAlias = "str | os.PathLike[str]"
+# Something whose value is the current training step: a callable returning it, or
+# an object with __index__ whose value changes (e.g. a 0-d integer NumPy array).
+StepCounter: TypeAlias = "Callable[[], SupportsIndex] | SupportsIndex"
+
+
+@runtime_checkable
+class Saveable(Protocol):
+    """What a :class:`CheckpointManager` calls on the object it manages."""
+
+    @property
+    def save_counter(self) -> int:
+        """How many times :meth:`save` numbered a checkpoint so far."""
+        ...
+
+    def write(self, path: str) -> str:
+        """Write one complete checkpoint atomically at ``path``; return ``path``."""
+        ...
+
+    def save(self, prefix: str) -> str:
+        """Increment save_counter, write ``f"{prefix}-{save_counter}"``, return that path."""
+        ...
+
+    def restore(self, path: str) -> object:
+        """Restore from the checkpoint at ``path``; return a status object."""
+        ...
+
+
+# -- the state file -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckpointState:
+    """The content of ``checkpoint.json``: names relative to its directory."""
+
+    latest: str
+    names: tuple[str, ...]  # oldest first
+    timestamps: tuple[float, ...]  # unix seconds, one per name
+    last_preserved_timestamp: float
+
+    def to_json(self) -> bytes:
+        document = {
+            "format": STATE_FORMAT,
+            "version": STATE_VERSION,
+            "latest": self.latest,
+            "all": list(self.names),
+            "timestamps": list(self.timestamps),
+            "last_preserved_timestamp": self.last_preserved_timestamp,
+        }
+        return (json.dumps(document, indent=1, allow_nan=False) + "\n").encode("utf-8")
+
+
+def check_name(name: object, path: StrPath, what: str = "checkpoint name") -> str:
+    """``name`` if it is a plain file name inside the directory, else InvalidError."""
+    if not isinstance(name, str):
+        raise InvalidError(f"{what} must be a string, got {type(name).__name__}", path=path)
+    bad = (name in ("", ".", "..") or "\0" in name or "/" in name or "\\" in name
+           or os.path.isabs(name) or (os.altsep is not None and os.altsep in name))
+    if bad:
+        raise InvalidError(f"{what} {name!r} is not a plain file name inside the directory",
+                           path=path)
+    return name
+
+
+def _reject_duplicate_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        raise ValueError("an object has a duplicate key")
+    return result
+
+
+def _reject_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _read_capped(path: Path) -> bytes | None:
+    """The bytes of the regular file ``path`` (at most MAX_STATE_BYTES), None if absent."""
+    try:
+        # O_NONBLOCK: a FIFO planted under the name must not hang the reader.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+        raise InvalidError(f"state file is {kind}", path=path)
+    with os.fdopen(fd, "rb") as file:
+        data = file.read(MAX_STATE_BYTES + 1)
+    if len(data) > MAX_STATE_BYTES:
+        raise LimitExceededError(f"state file is larger than {MAX_STATE_BYTES} bytes",
+                                 path=path)
+    return data
+
+
+def _decode(data: bytes, path: Path) -> object:
+    try:
+        return json.loads(data.decode("utf-8"), object_pairs_hook=_reject_duplicate_keys,
+                          parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise MalformedError(f"state file is not valid UTF-8 JSON: {exc}", path=path) from None
+
+
+def _number(value: object, what: str, path: Path) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InvalidError(f"{what} must be a finite number, got {value!r:.40}", path=path)
+    return float(value)
+
+
+def _list(document: dict[str, object], key: str, path: Path) -> list[object]:
+    value = document.get(key)
+    if not isinstance(value, list):
+        raise InvalidError(f"field {key!r} must be a list, got {type(value).__name__}",
+                           path=path)
+    return value
+
+
+def _check_header(document: object, path: Path) -> dict[str, object]:
+    if not isinstance(document, dict):
+        raise InvalidError("state file must hold a JSON object", path=path)
+    if document.get("format") != STATE_FORMAT:
+        raise InvalidError(f"field 'format' must be {STATE_FORMAT!r}", path=path)
+    version = document.get("version")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise InvalidError("field 'version' must be an integer", path=path)
+    if version != STATE_VERSION:
+        raise UnsupportedVersionError(f"state file version {version}; this reader reads "
+                                      f"version {STATE_VERSION}", path=path)
+    return document
+
+
+def parse_state(data: bytes, path: StrPath) -> CheckpointState:
+    """Decode and check the bytes of a state file; OCFError naming ``path`` if bad."""
+    path = Path(path)
+    document = _check_header(_decode(data, path), path)
+    latest = check_name(document.get("latest"), path, "field 'latest'")
+    names = tuple(check_name(n, path, "entry of 'all'") for n in _list(document, "all", path))
+    if len(set(names)) != len(names):
+        raise InvalidError("field 'all' names a checkpoint twice", path=path)
+    timestamps = tuple(_number(t, "timestamp", path)
+                       for t in _list(document, "timestamps", path))
+    if len(timestamps) != len(names):
+        raise InvalidError(f"{len(timestamps)} timestamps for {len(names)} checkpoints",
+                           path=path)
+    preserved = _number(document.get("last_preserved_timestamp"),
+                        "field 'last_preserved_timestamp'", path)
+    return CheckpointState(latest, names, timestamps, preserved)
+
+
+def read_state(directory: StrPath) -> CheckpointState | None:
+    """The checked state file of ``directory``, or None if it has none."""
+    path = Path(directory) / STATE_FILE_NAME
+    data = _read_capped(path)
+    return None if data is None else parse_state(data, path)
+
+
+def write_state(directory: StrPath, state: CheckpointState) -> None:
+    """Replace the state file of ``directory`` atomically and durably."""
+    target = Path(directory) / STATE_FILE_NAME
+    data = state.to_json()
+    if len(data) > MAX_STATE_BYTES:  # never write what read_state would refuse
+        raise LimitExceededError(f"state file would be {len(data)} bytes, above the limit of "
+                                 f"{MAX_STATE_BYTES}; lower max_to_keep", path=target)
+    temp = temp_path(target, new_write_id())
+    try:
+        with open(temp, "xb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        publish(temp, target)  # rename, then fsync of the directory
+    except BaseException:
+        remove_quietly(temp)
+        raise
+
+
+# -- finding the latest checkpoint ----------------------------------------------
+
+
+def _opens(path: str) -> bool:
+    """True if ``path`` is a committed checkpoint.
+
+    Opening reads and checks only the footer and the index (CRC-32C and
+    structure) and checks every shard's presence and length; tensor bytes
+    are not read, so this costs about the index's size, not the model's.
+    """
+    try:
+        Reader(path).close()
+    except (OCFError, OSError):
+        return False
+    return True
+
+
+def _newest_first(state: CheckpointState) -> Iterator[str]:
+    yield state.latest
+    yield from (name for name in reversed(state.names) if name != state.latest)
+
+
+def _first_intact(directory: str, state: CheckpointState) -> str | None:
+    for name in _newest_first(state):
+        if _opens(os.path.join(directory, name)):
+            return name
+    return None
+
+
+def latest_checkpoint(directory: StrPath) -> str | None:
+    """The path of the newest checkpoint of ``directory``'s state file that opens.
+
+    The state's ``latest`` if it opens, else the newest entry of its list
+    that does; None without a state file or when none opens. A state file
+    that is not well formed raises an OCFError naming it.
+    """
+    directory = os.fspath(directory)
+    state = read_state(directory)
+    name = None if state is None else _first_intact(directory, state)
+    return None if name is None else os.path.join(directory, name)
+
+
+# -- the manager ----------------------------------------------------------------
+
+
+def _delete_checkpoint(path: Path) -> None:
+    """Delete a checkpoint, quietly if it is already gone."""
+    if path.is_dir() and not path.is_symlink():
+        remove_quietly(path / INDEX_FILE_NAME)  # first, so that what remains never opens
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        remove_quietly(path)
+
+
+def _check_options(max_to_keep: int | None, keep_hours: float | None,
+                   step_counter: StepCounter | None, interval: int | None) -> None:
+    if max_to_keep is not None and (isinstance(max_to_keep, bool)
+                                    or not isinstance(max_to_keep, int) or max_to_keep < 1):
+        raise InvalidError(f"max_to_keep must be a positive integer or None, not {max_to_keep!r}")
+    if keep_hours is not None and (isinstance(keep_hours, bool) or not (
+            isinstance(keep_hours, (int, float))
+            and math.isfinite(keep_hours) and keep_hours > 0)):
+        raise InvalidError("keep_checkpoint_every_n_hours must be a positive number or None, "
+                           f"not {keep_hours!r}")
+    if interval is not None:
+        if step_counter is None:
+            raise InvalidError("step_counter must be given with checkpoint_interval")
+        if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
+            raise InvalidError(f"checkpoint_interval must be a positive integer, not {interval!r}")
+
+
+class CheckpointManager:
+    """Saves numbered checkpoints in ``directory``, keeping the newest ``max_to_keep``.
+
+    Semantics of tf.train.CheckpointManager: checkpoints are numbered by
+    ``checkpoint.save_counter`` (through ``checkpoint.save``) unless
+    ``save`` is given ``checkpoint_number``; once more than ``max_to_keep``
+    are managed the oldest leave the managed set, and are deleted unless
+    ``keep_checkpoint_every_n_hours`` have passed since the last one
+    preserved, in which case they stay on disk for good, unlisted.
+    ``max_to_keep=None`` keeps and lists everything. With
+    ``checkpoint_interval``, ``save`` does nothing until ``step_counter``
+    advanced that many steps since the last save.
+
+    A manager reopened on the same directory continues from its state file,
+    dropping entries whose files are gone. ``clock`` gives the timestamps
+    (unix seconds) the hours rule works on.
+    """
+
+    def __init__(
+        self,
+        checkpoint: Saveable,
+        directory: StrPath,
+        max_to_keep: int | None = 5,
+        keep_checkpoint_every_n_hours: float | None = None,
+        checkpoint_name: str = "ckpt",
+        step_counter: StepCounter | None = None,
+        checkpoint_interval: int | None = None,
+        init_fn: Callable[[], object] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        _check_options(max_to_keep, keep_checkpoint_every_n_hours, step_counter,
+                       checkpoint_interval)
+        self._checkpoint = checkpoint
+        self._directory = os.fspath(directory)
+        self._name = check_name(checkpoint_name, self._directory, "checkpoint_name")
+        self._max_to_keep = max_to_keep
+        self._keep_seconds = (None if keep_checkpoint_every_n_hours is None
+                              else keep_checkpoint_every_n_hours * 3600.0)
+        self._step_counter = step_counter
+        self._checkpoint_interval = checkpoint_interval
+        self._last_checkpoint_step: int | None = None
+        self._init_fn = init_fn
+        self._clock = clock
+        self._leftover = re.compile(
+            rf"\.({re.escape(self._name)}-\d+|{re.escape(STATE_FILE_NAME)})"
+            rf"{re.escape(TEMP_MARKER)}[0-9a-f]{{16}}")
+        self._entries: dict[str, float] = {}  # name -> timestamp, oldest first
+        self._latest: str | None = None
+        self._recover(read_state(self._directory), clock())
+
+    def _recover(self, state: CheckpointState | None, now: float) -> None:
+        """Take over a previous manager's state, dropping entries whose files are gone."""
+        if state is None:
+            # A second back, so a manager recreated at once still preserves by the hour rule.
+            self._last_preserved = now - 1.0
+            return
+        self._last_preserved = min(state.last_preserved_timestamp, now)  # clock went back?
+        for name, timestamp in zip(state.names, state.timestamps):
+            timestamp = min(timestamp, now)
+            if timestamp > self._last_preserved and os.path.exists(self._path(name)):
+                self._entries[name] = timestamp
+        self._latest = _first_intact(self._directory, state)
+
+    # -- properties -------------------------------------------------------------
+
+    @property
+    def directory(self) -> str:
+        return self._directory
+
+    @property
+    def checkpoint(self) -> Saveable:
+        return self._checkpoint
+
+    @property
+    def checkpoint_interval(self) -> int | None:
+        return self._checkpoint_interval
+
+    @property
+    def checkpoints(self) -> list[str]:
+        """Paths of the managed checkpoints, oldest first (not those kept by the hours)."""
+        return [self._path(name) for name in self._entries]
+
+    @property
+    def latest_checkpoint(self) -> str | None:
+        """Path of the newest checkpoint, or None; what ``ocf.latest_checkpoint`` finds."""
+        return None if self._latest is None else self._path(self._latest)
+
+    def _path(self, name: str) -> str:
+        return os.path.join(self._directory, name)
+
+    # -- saving -----------------------------------------------------------------
+
+    def save(self, checkpoint_number: SupportsIndex | None = None,
+             check_interval: bool = True) -> str | None:
+        """Write a new checkpoint, record it as latest, then delete what falls out.
+
+        Returns its path, or None when ``checkpoint_interval`` says it is too
+        early (``check_interval=False`` saves anyway, unless this step was
+        saved already).
+        """
+        step = None if self._checkpoint_interval is None else self._current_step()
+        if step is not None and not self._due(step, check_interval):
+            return None
+        self._make_directory()
+        name = self._write(checkpoint_number)  # step 1 (atomic by itself)
+        self._entries.pop(name, None)  # saved again: it moves to the end
+        self._entries[name] = self._clock()
+        self._latest = name
+        self._record()  # step 2: the state names the new checkpoint
+        if self._sweep():  # step 3: deletions, then the state without them
+            self._record()
+        self._remove_leftovers()
+        if step is not None:
+            self._last_checkpoint_step = step
+        return self._path(name)
+
+    def _current_step(self) -> int:
+        counter = self._step_counter
+        assert counter is not None  # checked with checkpoint_interval
+        return operator.index(counter() if callable(counter) else counter)
+
+    def _due(self, step: int, check_interval: bool) -> bool:
+        """Whether checkpoint_interval allows a save at ``step``."""
+        last, interval = self._last_checkpoint_step, self._checkpoint_interval
+        assert interval is not None
+        return last is None or (step != last and (not check_interval or step >= last + interval))
+
+    def _make_directory(self) -> None:
+        directory = Path(self._directory)
+        if not directory.is_dir():
+            directory.mkdir(parents=True, exist_ok=True)
+            fsync_dir(directory.absolute().parent)  # the new directory's name is durable
+
+    def _write(self, checkpoint_number: SupportsIndex | None) -> str:
+        """Write the checkpoint through the managed object; its name in the directory."""
+        prefix = self._path(self._name)
+        if checkpoint_number is None:
+            path = self._checkpoint.save(prefix)
+        else:
+            if isinstance(checkpoint_number, bool) or operator.index(checkpoint_number) < 0:
+                raise InvalidError("checkpoint_number must be a non-negative integer, not "
+                                   f"{checkpoint_number!r}")
+            path = self._checkpoint.write(f"{prefix}-{operator.index(checkpoint_number)}")
+        name = os.path.basename(os.fspath(path))
+        if os.path.abspath(path) != os.path.abspath(self._path(name)):
+            raise InvalidError(f"the checkpoint was written at {path!r}, outside the "
+                               "manager's directory", path=self._directory)
+        return check_name(name, self._directory)
+
+    def _record(self) -> None:
+        assert self._latest is not None
+        write_state(self._directory, CheckpointState(
+            self._latest, tuple(self._entries), tuple(self._entries.values()),
+            self._last_preserved))
+
+    def _sweep(self) -> bool:
+        """Drop the oldest entries beyond max_to_keep; True if any was dropped."""
+        if self._max_to_keep is None or len(self._entries) <= self._max_to_keep:
+            return False
+        while len(self._entries) > self._max_to_keep:
+            name = next(iter(self._entries))
+            timestamp = self._entries.pop(name)
+            if (self._keep_seconds is not None
+                    and timestamp - self._keep_seconds >= self._last_preserved):
+                self._last_preserved = timestamp  # kept on disk for good, no longer listed
+                continue
+            _delete_checkpoint(Path(self._path(name)))
+        return True
+
+    def _remove_leftovers(self) -> None:
+        """Remove temporary files of this manager's names left by a killed save."""
+        with os.scandir(self._directory) as entries:
+            for entry in entries:
+                if self._leftover.fullmatch(entry.name):
+                    remove_quietly(Path(entry.path))
+
+    # -- restoring --------------------------------------------------------------
+
+    def restore_or_initialize(self) -> str | None:
+        """Restore the latest checkpoint and return its path; else call init_fn, return None."""
+        path = self.latest_checkpoint
+        if path is not None:
+            self._checkpoint.restore(path)
+            if self._checkpoint_interval is not None:
+                self._last_checkpoint_step = self._current_step()
+            return path
+        if self._init_fn is not None:
+            self._init_fn()
+        return None

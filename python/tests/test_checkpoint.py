@@ -1,0 +1,342 @@
+"""Object-based checkpoints: the scenarios of the seeds (000, 002, 003)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ocf
+
+
+class Dense(ocf.Module):
+    """A layer that builds its variables on first call, as Keras layers do."""
+
+    def __init__(self, units: int, name: str = "dense") -> None:
+        self.units = units
+        self.name = name
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        if not hasattr(self, "kernel"):
+            self.kernel = ocf.Variable(np.zeros((x.shape[-1], self.units), np.float32))
+            self.bias = ocf.Variable(np.zeros(self.units, np.float32))
+        result: np.ndarray = x @ self.kernel.value + self.bias.value
+        return result
+
+
+class Momentum(ocf.Module):
+    """SGD with momentum: one slot variable per variable it has updated."""
+
+    def __init__(self, learning_rate: float = 0.1) -> None:
+        self.learning_rate = learning_rate
+        self.iterations = 0
+        self._slots: dict[int, tuple[ocf.Variable, np.ndarray]] = {}
+
+    def ocf_slots(self) -> Iterable[tuple[object, str, object]]:
+        return [(variable, "momentum", slot) for variable, slot in self._slots.values()]
+
+    def ocf_restore_slot(self, variable: object, name: str,
+                         values: Mapping[str, np.ndarray]) -> None:
+        assert isinstance(variable, ocf.Variable)
+        assert name == "momentum"
+        self._slots[id(variable)] = (variable, values["value"].copy())
+
+    def apply(self, variables: list[ocf.Variable], grads: list[np.ndarray]) -> None:
+        self.iterations += 1
+        for variable, grad in zip(variables, grads):
+            _, slot = self._slots.setdefault(id(variable),
+                                             (variable, np.zeros_like(variable.value)))
+            slot *= 0.9
+            slot += grad
+            variable.value -= self.learning_rate * slot
+
+    def slot(self, variable: ocf.Variable) -> np.ndarray | None:
+        entry = self._slots.get(id(variable))
+        return None if entry is None else entry[1]
+
+
+X = np.ones((1, 1), np.float32)
+
+
+def trained_dense() -> Dense:
+    dense = Dense(2)
+    dense(X)
+    dense.kernel.value[...] = [[1.0, 2.0]]
+    dense.bias.value[...] = [3.0, 4.0]
+    return dense
+
+
+def test_values_restore_by_structure_into_differently_named_lazy_layers(tmp_path: Path) -> None:
+    save_path = ocf.Checkpoint(dense=trained_dense()).save(tmp_path / "ckpt")
+    assert save_path == str(tmp_path / "ckpt-1")
+    second = Dense(2, name="dense_1")  # another name, and no variables yet
+    status = ocf.Checkpoint(dense=second).restore(save_path)
+    second(X)  # builds kernel and bias: restore-on-create fills them
+    assert second.kernel.value.tolist() == [[1.0, 2.0]]
+    assert second.bias.value.tolist() == [3.0, 4.0]
+    assert second.name == "dense_1"  # strings are configuration, not restored
+    status.assert_consumed()
+
+
+def test_assert_consumed_names_the_paths_still_waiting_for_their_objects(tmp_path: Path
+                                                                         ) -> None:
+    save_path = ocf.Checkpoint(dense=trained_dense()).save(tmp_path / "ckpt")
+    status = ocf.Checkpoint(dense=Dense(2)).restore(save_path)
+    with pytest.raises(ocf.RestoreMismatchError) as caught:
+        status.assert_consumed()
+    assert "'dense/bias'" in str(caught.value)
+    assert "'dense/kernel'" in str(caught.value)
+    status.assert_existing_objects_matched()  # nothing that exists lacks a value
+    status.expect_partial()
+
+
+def test_save_counter_numbers_checkpoints_and_is_restored(tmp_path: Path) -> None:
+    checkpoint = ocf.Checkpoint(dense=trained_dense())
+    paths = [checkpoint.save(tmp_path / "ckpt") for _ in range(3)]
+    assert [Path(p).name for p in paths] == ["ckpt-1", "ckpt-2", "ckpt-3"]
+    resumed = ocf.Checkpoint(dense=Dense(2))
+    resumed.restore(paths[1]).expect_partial()
+    assert resumed.save_counter == 2
+    assert Path(resumed.save(tmp_path / "ckpt")).name == "ckpt-3"
+
+
+def test_write_uses_the_exact_path_and_does_not_count(tmp_path: Path) -> None:
+    checkpoint = ocf.Checkpoint(dense=trained_dense())
+    assert checkpoint.write(tmp_path / "weights.ocf") == str(tmp_path / "weights.ocf")
+    assert checkpoint.save_counter == 0
+
+
+def train_step(model: Dense, optimizer: Momentum) -> None:
+    model(X)
+    optimizer.apply([model.kernel, model.bias], [np.full((1, 2), 0.5, np.float32),
+                                                 np.full(2, 0.25, np.float32)])
+
+
+@pytest.mark.parametrize("optimizer_first", [True, False])
+def test_slot_variables_are_restored_whichever_of_optimizer_and_variable_comes_first(
+    tmp_path: Path, optimizer_first: bool,
+) -> None:
+    model, optimizer = Dense(2), Momentum()
+    train_step(model, optimizer)
+    train_step(model, optimizer)
+    save_path = ocf.Checkpoint(model=model, optimizer=optimizer).save(tmp_path / "ckpt")
+
+    new_model, new_optimizer = Dense(2, name="other"), Momentum()
+    if optimizer_first:
+        checkpoint = ocf.Checkpoint(optimizer=new_optimizer)
+        status = checkpoint.restore(save_path)
+        checkpoint.model = new_model  # attached later: restored on attach
+        new_model(X)
+    else:
+        new_model(X)
+        checkpoint = ocf.Checkpoint(model=new_model)
+        status = checkpoint.restore(save_path)
+        checkpoint.optimizer = new_optimizer
+    status.assert_consumed()
+    assert new_optimizer.iterations == 2
+    for old, new in [(model.kernel, new_model.kernel), (model.bias, new_model.bias)]:
+        assert np.array_equal(new.value, old.value)
+        assert np.array_equal(new_optimizer.slot(new), optimizer.slot(old))
+
+
+def test_restoring_only_the_model_leaves_the_optimizer_unmatched(tmp_path: Path) -> None:
+    model, optimizer = Dense(2), Momentum()
+    train_step(model, optimizer)
+    save_path = ocf.Checkpoint(model=model, optimizer=optimizer).save(tmp_path / "ckpt")
+    new_model = Dense(2)
+    new_model(X)
+    status = ocf.Checkpoint(model=new_model).restore(save_path)
+    status.assert_existing_objects_matched()
+    with pytest.raises(ocf.RestoreMismatchError, match="'optimizer'"):
+        status.assert_consumed()
+    assert np.array_equal(new_model.kernel.value, model.kernel.value)
+
+
+def test_a_checkpoint_with_another_root_restores_from_a_named_start(tmp_path: Path) -> None:
+    save_path = ocf.Checkpoint(model=trained_dense()).save(tmp_path / "ckpt")
+    bare = Dense(2)
+    bare(X)
+    ocf.restore(bare, save_path, start="model").assert_consumed()
+    assert bare.kernel.value.tolist() == [[1.0, 2.0]]
+    # and the reverse: weights saved with the model as root, restored under a Checkpoint
+    weights = ocf.write(trained_dense(), tmp_path / "weights.ocf")
+    holder = Dense(2)
+    holder(X)
+    ocf.restore(holder, weights).assert_consumed()
+    assert holder.bias.value.tolist() == [3.0, 4.0]
+    with pytest.raises(ocf.NotFoundError, match="'nope'"):
+        ocf.restore(bare, save_path, start="nope")
+
+
+def test_object_based_checkpoints_are_readable_by_name(tmp_path: Path) -> None:
+    save_path = ocf.Checkpoint(model=trained_dense()).save(tmp_path / "ckpt")
+    assert ocf.load_variable(save_path, "model/kernel/.value").tolist() == [[1.0, 2.0]]
+    assert [name for name, _, _ in ocf.list_variables(save_path)] == [
+        "model/bias/.value", "model/kernel/.value", "save_counter/.value"]
+
+
+def test_a_name_based_checkpoint_restores_into_objects_through_a_name_map(tmp_path: Path
+                                                                          ) -> None:
+    path = ocf.Saver({"dense/kernel": np.array([[5.0, 6.0]], np.float32),
+                      "dense/bias": np.array([7.0, 8.0], np.float32)}).save(tmp_path / "v1.ocf")
+    model = Dense(2)
+    model(X)
+    names = {"kernel/.value": "dense/kernel", "bias/.value": "dense/bias"}
+    ocf.restore(model, path, name_map=names).assert_consumed()
+    assert model.kernel.value.tolist() == [[5.0, 6.0]]
+    partial = Dense(2)
+    partial(X)
+    status = ocf.restore(partial, path, name_map=lambda key: names.get(key) if "kernel" in key
+                         else None)
+    with pytest.raises(ocf.RestoreMismatchError, match="dense/bias"):
+        status.assert_consumed()
+
+
+def test_containers_arrays_and_scalars_restore_in_place(tmp_path: Path) -> None:
+    state = {"weights": [np.arange(3.0), np.ones((2, 2))], "step": 7, "lr": 0.5,
+             "pair": (np.zeros(2, np.int32), 1), "name": "run-1"}
+    ocf.write(state, tmp_path / "s.ocf")
+    fresh = {"weights": [np.zeros(3), np.zeros((2, 2))], "step": 0, "lr": 0.0,
+             "pair": (np.ones(2, np.int32), 1), "name": "run-1"}
+    weights_before = fresh["weights"][0]
+    ocf.restore(fresh, str(tmp_path / "s.ocf")).assert_consumed()
+    assert fresh["weights"][0] is weights_before  # in place
+    assert fresh["weights"][0].tolist() == [0.0, 1.0, 2.0]
+    assert fresh["step"] == 7
+    assert fresh["lr"] == 0.5
+    assert fresh["pair"][0].tolist() == [0, 0]
+
+
+def test_shared_objects_are_one_node_restored_once(tmp_path: Path) -> None:
+    shared = ocf.Variable(np.arange(4.0))
+    root = {"a": shared, "b": [shared], "c": {"again": shared}}
+    ocf.write(root, tmp_path / "s.ocf")
+    with ocf.open(tmp_path / "s.ocf") as reader:
+        assert list(reader) == ["a/.value"]
+        assert reader.object_graph is not None
+        # root, "a" (the variable, shared), "b" (the list), "c" (the dict)
+        assert len(reader.object_graph.nodes) == 4
+    target = ocf.Variable(np.zeros(4))
+    fresh = {"a": target, "b": [target], "c": {"again": target}}
+    ocf.restore(fresh, str(tmp_path / "s.ocf")).assert_consumed()
+    assert target.value.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_cycles_are_saved_and_restored(tmp_path: Path) -> None:
+    parent = ocf.Module()
+    parent.child = ocf.Module()
+    parent.child.back = parent  # a cycle
+    parent.child.weight = ocf.Variable(np.ones(2))
+    ocf.write(parent, tmp_path / "c.ocf")
+    copy = ocf.Module()
+    copy.child = ocf.Module()
+    copy.child.back = copy
+    copy.child.weight = ocf.Variable(np.zeros(2))
+    ocf.restore(copy, str(tmp_path / "c.ocf")).assert_consumed()
+    assert copy.child.weight.value.tolist() == [1.0, 1.0]
+
+
+def test_a_value_of_another_shape_is_refused(tmp_path: Path) -> None:
+    ocf.write({"w": np.zeros(3)}, tmp_path / "s.ocf")
+    with pytest.raises(ocf.InvalidError, match="shape"):
+        ocf.restore({"w": np.zeros(4)}, str(tmp_path / "s.ocf"))
+
+
+def test_slots_of_untracked_variables_are_refused_at_save(tmp_path: Path) -> None:
+    optimizer = Momentum()
+    optimizer.apply([ocf.Variable(np.zeros(2))], [np.ones(2)])
+    with pytest.raises(ocf.InvalidError, match="not part of the saved objects"):
+        ocf.Checkpoint(optimizer=optimizer).save(tmp_path / "ckpt")
+    assert list(tmp_path.iterdir()) == []
+
+
+# -- property: random object graphs round-trip ------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_leaf = st.one_of(
+    st.integers(0, 5).map(lambda n: np.arange(n, dtype=np.float32) * 1.5),
+    st.integers(1, 4).map(lambda n: ocf.Variable(np.full((n, 2), n, np.int64))),
+    st.integers(-3, 3),
+    st.floats(allow_nan=False, width=32),
+)
+
+
+def _containers(children: st.SearchStrategy[object]) -> st.SearchStrategy[object]:
+    names = st.text(st.characters(codec="utf-8", exclude_characters="\0"), min_size=1,
+                    max_size=6)
+    return st.one_of(st.lists(children, max_size=4), st.dictionaries(names, children,
+                                                                       max_size=4),
+                     st.dictionaries(st.sampled_from(["a", "b", "c"]), children,
+                                     max_size=3).map(_module))
+
+
+def _module(attributes: dict[str, object]) -> ocf.Module:
+    module = ocf.Module()
+    for name, value in attributes.items():
+        setattr(module, name, value)
+    return module
+
+
+def _clone(obj: object, memo: dict[int, object]) -> object:
+    """The same structure (sharing included) with every array zeroed."""
+    if id(obj) in memo:
+        return memo[id(obj)]
+    if isinstance(obj, np.ndarray):
+        copy: object = np.zeros_like(obj)
+    elif isinstance(obj, ocf.Variable):
+        copy = ocf.Variable(np.zeros_like(obj.value))
+    elif isinstance(obj, list):
+        copy = []
+        memo[id(obj)] = copy
+        copy.extend(_clone(x, memo) for x in obj)
+    elif isinstance(obj, dict):
+        copy = {}
+        memo[id(obj)] = copy
+        copy.update({k: _clone(v, memo) for k, v in obj.items()})
+    elif isinstance(obj, ocf.Module):
+        copy = ocf.Module()
+        memo[id(obj)] = copy
+        for k, v in vars(obj).items():
+            setattr(copy, k, _clone(v, memo))
+    else:
+        copy = 0 if isinstance(obj, int) else 0.0 if isinstance(obj, float) else obj
+    memo[id(obj)] = copy
+    return copy
+
+
+def _arrays(obj: object, seen: set[int]) -> list[np.ndarray]:
+    """Every array and Python number under ``obj``, in traversal order."""
+    if isinstance(obj, (int, float)):
+        return [np.array(obj)]
+    if id(obj) in seen:
+        return []
+    seen.add(id(obj))
+    if isinstance(obj, np.ndarray):
+        return [obj]
+    if isinstance(obj, ocf.Variable):
+        return [obj.value]
+    items = obj.values() if isinstance(obj, dict) else vars(obj).values() \
+        if isinstance(obj, ocf.Module) else obj if isinstance(obj, list) else []
+    return [a for x in items for a in _arrays(x, seen)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(tree=st.recursive(_leaf, _containers, max_leaves=12), share=st.booleans())
+def test_random_object_graphs_restore_bit_exactly_into_fresh_copies(
+    tmp_path_factory: pytest.TempPathFactory, tree: object, share: bool,
+) -> None:
+    shared = ocf.Variable(np.arange(3, dtype=np.float64))
+    root = {"tree": tree, "x": shared, "y": [shared, {"z": shared}] if share else []}
+    path = tmp_path_factory.mktemp("graph") / "g.ocf"
+    ocf.write(root, path)
+    fresh = _clone(root, {})
+    ocf.restore(fresh, str(path)).assert_consumed()
+    before, after = _arrays(root, set()), _arrays(fresh, set())
+    assert len(before) == len(after)
+    for a, b in zip(before, after):
+        assert a.dtype == b.dtype
+        assert a.tobytes() == b.tobytes()
