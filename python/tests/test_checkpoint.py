@@ -340,3 +340,24 @@ def test_random_object_graphs_restore_bit_exactly_into_fresh_copies(
     for a, b in zip(before, after):
         assert a.dtype == b.dtype
         assert a.tobytes() == b.tobytes()
+
+
+def test_checkpoint_manager_keeps_the_newest_and_resumes_a_fresh_program(tmp_path: Path
+                                                                          ) -> None:
+    model, optimizer = Dense(2), Momentum()
+    manager = ocf.CheckpointManager(ocf.Checkpoint(model=model, optimizer=optimizer),
+                                    tmp_path, max_to_keep=2)
+    for _ in range(4):
+        train_step(model, optimizer)
+        manager.save()
+    assert [Path(p).name for p in manager.checkpoints] == ["ckpt-3", "ckpt-4"]
+    assert ocf.latest_checkpoint(tmp_path) == str(tmp_path / "ckpt-4")
+
+    fresh_model, fresh_optimizer = Dense(2, name="fresh"), Momentum()
+    fresh = ocf.CheckpointManager(ocf.Checkpoint(model=fresh_model, optimizer=fresh_optimizer),
+                                  tmp_path, max_to_keep=2)
+    assert fresh.restore_or_initialize() == str(tmp_path / "ckpt-4")
+    fresh_model(X)
+    assert np.array_equal(fresh_model.kernel.value, model.kernel.value)
+    assert fresh_optimizer.iterations == 4
+    assert Path(fresh.save()).name == "ckpt-5"  # numbering continues from the restored counter
