@@ -169,6 +169,7 @@ class Writer:
         max_shard_size: int = DEFAULT_MAX_SHARD_SIZE,
         metadata: Mapping[str, object] | None = None,
         threads: int | None = None,
+        write_id: str | None = None,
     ) -> None:
         self.target = Path(path)
         self.layout = layout
@@ -181,7 +182,9 @@ class Writer:
                                f"[{MIN_CHUNK_SIZE}, {MAX_CHUNK_SIZE}]", requirement="R-CHUNK-001")
         self.chunk_size = chunk_size
         self.max_shard_size = max_shard_size
-        self.write_id = new_write_id()
+        # Names this write's temporary files and shards; fixed only by tools that
+        # must produce identical bytes on every run (conformance generators).
+        self.write_id = write_id or new_write_id()
         self._index = index_pb2.Index()
         self._index.header.writer = f"ocf-python {__version__}"
         if metadata:
