@@ -105,3 +105,16 @@ def test_tree_of_a_name_based_checkpoint_says_so(checkpoint: Path) -> None:
     done = run("tree", str(checkpoint))
     assert done.returncode == 0
     assert "name-based checkpoint" in done.stdout
+
+
+def test_tree_draws_graphs_deeper_than_the_recursion_limit(tmp_path: Path) -> None:
+    root: dict[str, object] = {}
+    current = root
+    for _ in range(1500):  # deeper than Python's default recursion limit of 1000
+        current["a"] = {}
+        current = current["a"]  # type: ignore[assignment]
+    current["w"] = np.zeros(1)
+    ocf.write(root, tmp_path / "deep.ocf")
+    done = run("tree", str(tmp_path / "deep.ocf"))
+    assert done.returncode == 0, done.stderr[-500:]
+    assert len(done.stdout.splitlines()) == 1 + 1500 + 2

@@ -3,6 +3,7 @@
     ocf inspect PATH [--tensor KEY] [--all] [--no-verify]
     ocf tree PATH
     ocf verify PATH
+    ocf conformance [--impl COMMAND] [...]   (see ocf.conformance.harness)
 
 Errors print as ``CATEGORY: file: detail [requirement]`` on stderr, and the
 command exits with status 1 (2 for usage errors).
@@ -76,37 +77,52 @@ def draw_tree(graph: ObjectGraph, reader: Reader) -> list[str]:
     """Lines drawing the object graph from the root.
 
     Each node is drawn once, at its canonical path; other edges to it (shared
-    objects, cycles) point there.
+    objects, cycles) point there. Depth-first with an explicit stack of work
+    (a line to print, or a node to expand), so deep graphs cannot exhaust
+    Python's recursion limit.
     """
-    lines = [f"(root) {graph.nodes[0].type_name}{_metadata(graph.nodes[0])}"]
-
-    def walk(node: int, indent: str) -> None:
-        stored = graph.nodes[node]
-        here = graph.path(node)
-        entries: list[tuple[str, int | None, str]] = []
-        for name, key in stored.attributes.items():
-            info = reader[key]
-            entries.append((f".{name}: {info.dtype.name} {list(info.shape)}", None, ""))
-        for name, child_id in stored.children.items():
-            entries.append((name, child_id, "/".join(p for p in (here, name) if p)))
-        for slot in stored.slots:
-            entries.append((f"slot {slot.name!r} of {graph.path(slot.variable)}",
-                            slot.slot_node, "/".join(p for p in (
-                                here, SLOT_COMPONENT, graph.path(slot.variable), slot.name)
-                                if p)))
+    lines: list[str] = []
+    work: list[str | tuple[int, str]] = [(0, ""),
+                                         f"(root) {graph.nodes[0].type_name}"
+                                         f"{_metadata(graph.nodes[0])}"]
+    while work:
+        item = work.pop()
+        if isinstance(item, str):
+            lines.append(item)
+            continue
+        node, indent = item
+        entries = _entries(graph, reader, node)
+        todo: list[str | tuple[int, str]] = []
         for i, (label, child, path) in enumerate(entries):
             branch, deeper = ("└── ", "    ") if i == len(entries) - 1 else ("├── ", "│   ")
             if child is None:
-                lines.append(f"{indent}{branch}{label}")
+                todo.append(f"{indent}{branch}{label}")
             elif graph.path(child) != path:
-                lines.append(f"{indent}{branch}{label} -> (shared: {graph.path(child)})")
+                todo.append(f"{indent}{branch}{label} -> (shared: {graph.path(child)})")
             else:
-                lines.append(f"{indent}{branch}{label}  {graph.nodes[child].type_name}"
-                             f"{_metadata(graph.nodes[child])}")
-                walk(child, indent + deeper)
-
-    walk(0, "")
+                todo.append(f"{indent}{branch}{label}  {graph.nodes[child].type_name}"
+                            f"{_metadata(graph.nodes[child])}")
+                todo.append((child, indent + deeper))
+        work.extend(reversed(todo))
     return lines
+
+
+def _entries(graph: ObjectGraph, reader: Reader, node: int
+             ) -> list[tuple[str, int | None, str]]:
+    """(label, child node or None, the child's path through this entry) per line."""
+    stored = graph.nodes[node]
+    here = graph.path(node)
+    entries: list[tuple[str, int | None, str]] = []
+    for name, key in stored.attributes.items():
+        info = reader[key]
+        entries.append((f".{name}: {info.dtype.name} {list(info.shape)}", None, ""))
+    for name, child_id in stored.children.items():
+        entries.append((name, child_id, "/".join(p for p in (here, name) if p)))
+    for slot in stored.slots:
+        variable = graph.path(slot.variable)
+        entries.append((f"slot {slot.name!r} of {variable}", slot.slot_node,
+                        "/".join(p for p in (here, SLOT_COMPONENT, variable, slot.name) if p)))
+    return entries
 
 
 def _metadata(node: Node) -> str:
@@ -139,10 +155,18 @@ def _parser() -> argparse.ArgumentParser:
     p = commands.add_parser("verify", help="check structure and every checksum")
     p.add_argument("path", help="a checkpoint file, or a directory holding index.ocf")
     p.set_defaults(run=verify)
+    # Only listed here: main() hands its arguments to the harness's own parser.
+    commands.add_parser("conformance", add_help=False,
+                        help="run the conformance suite against an implementation")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["conformance"]:
+        from ocf.conformance import harness  # imported only when needed
+
+        return harness.main(argv[1:], prog="ocf conformance")
     args = _parser().parse_args(argv)
     try:
         with np.printoptions(linewidth=100):

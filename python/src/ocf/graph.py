@@ -62,24 +62,22 @@ class ObjectGraph:
 
     nodes: list[Node]
     origins: list[Origin | None]  # None for the root
-    _paths: dict[int, str] = field(default_factory=dict, repr=False)
 
     def path(self, node: int) -> str:
-        """The canonical path of ``node`` [R-GRAPH-007], built on first request."""
-        chain = []
-        while node not in self._paths and (origin := self.origins[node]) is not None:
-            chain.append(node)
-            node = origin.parent
-        base = self._paths.get(node, "")
-        for step in reversed(chain):
-            origin = self.origins[step]
-            assert origin is not None
-            if origin.variable is None:
-                base = _join(base, origin.name)
-            else:  # the variable was reached by edges: no slot in its own chain
-                base = _join(base, SLOT_COMPONENT, self.path(origin.variable), origin.name)
-            self._paths[step] = base
-        return base
+        """The canonical path of ``node`` [R-GRAPH-007].
+
+        Built from the node's origins each time, in memory linear in its
+        depth: keeping every prefix would cost memory quadratic in it.
+        """
+        parts: list[str] = []
+        origin = self.origins[node]
+        while origin is not None:
+            parts.append(origin.name)
+            if origin.variable is not None:  # the variable was reached by edges
+                parts.append(self.path(origin.variable))
+                parts.append(SLOT_COMPONENT)
+            origin = self.origins[origin.parent]
+        return _join(*reversed(parts))
 
     def node_at(self, path: Sequence[str]) -> int | None:
         """The node reached from the root along child edges named ``path``."""
