@@ -21,8 +21,10 @@ writer may make (offsets, chunking, codecs, node ids):
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -89,3 +91,80 @@ def describe(reader: Reader) -> dict[str, Json]:
         "metadata": metadata(reader.metadata),
         "object_graph": None if stored_graph is None else graph(stored_graph),
     }
+
+
+# -- the inverse: typed JSON back to Python values ----------------------------
+
+# Hexadecimal floats as C99 and Python write them ("0x1.8p+0", "-0x0.0p+0"),
+# and the special values. A decimal string is refused rather than misread:
+# float.fromhex("1.5") would be 1.3125.
+_HEX_FLOAT = re.compile(r"[+-]?(0x[0-9a-f]+(\.[0-9a-f]*)?|0x\.[0-9a-f]+)(p[+-]?[0-9]+)?"
+                        r"|[+-]?(inf|infinity|nan)", re.IGNORECASE)
+_DECIMAL = re.compile(r"[+-]?[0-9]+")
+
+
+def parse_value(item: Json) -> MetadataValue:
+    """The metadata value of typed JSON, the inverse of :func:`value`.
+
+    Accepts any hexadecimal float spelling (C99 ``%a`` as well as
+    ``float.hex()``); raises ValueError for anything that is not typed JSON.
+    """
+    if item is None:
+        return None
+    if not isinstance(item, dict) or len(item) != 1:
+        raise ValueError(f"a typed value is null or an object with one key, not {item!r}")
+    [(kind, inner)] = item.items()
+    parse = _PARSERS.get(kind)
+    if parse is None:
+        raise ValueError(f"unknown value kind {kind!r}; known: {', '.join(_PARSERS)}")
+    return parse(inner)
+
+
+def parse_metadata(values: Json) -> dict[str, MetadataValue]:
+    """A metadata map of typed JSON, the inverse of :func:`metadata`."""
+    if not isinstance(values, dict):
+        raise ValueError(f"metadata is a JSON object, not {values!r}")
+    return {_string(key): parse_value(item) for key, item in values.items()}
+
+
+def _string(item: Json) -> str:
+    if not isinstance(item, str):
+        raise ValueError(f"expected a JSON string, not {item!r}")
+    return item
+
+
+def _bool(item: Json) -> bool:
+    if not isinstance(item, bool):
+        raise ValueError(f"a bool value is true or false, not {item!r}")
+    return item
+
+
+def _int(item: Json) -> int:
+    if not isinstance(item, str) or not _DECIMAL.fullmatch(item):
+        raise ValueError(f"an int value is a string of decimal digits, not {item!r}")
+    return int(item)
+
+
+def _float(item: Json) -> float:
+    if not isinstance(item, str) or not _HEX_FLOAT.fullmatch(item):
+        raise ValueError(f"a float value is a hexadecimal float string, not {item!r}")
+    return float.fromhex(item)
+
+
+def _bytes(item: Json) -> bytes:
+    try:
+        return base64.b64decode(_string(item), validate=True)
+    except binascii.Error as exc:
+        raise ValueError(f"a bytes value is base64, not {item!r}: {exc}") from None
+
+
+def _list(item: Json) -> list[MetadataValue]:
+    if not isinstance(item, list):
+        raise ValueError(f"a list value is a JSON array, not {item!r}")
+    return [parse_value(x) for x in item]
+
+
+_PARSERS: dict[str, Callable[[Json], MetadataValue]] = {
+    "bool": _bool, "int": _int, "float": _float, "string": _string, "bytes": _bytes,
+    "list": _list, "map": parse_metadata,
+}

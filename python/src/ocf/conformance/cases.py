@@ -1,0 +1,144 @@
+"""Conformance cases: loading and checking the case.json files of a suite.
+
+A case is a directory holding case.json (conformance/protocol.md, "Cases")
+and the files it names: the checkpoint to read, or the source.json to
+write. The group of a case is the first dotted component of its id.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ocf.errors import Category
+
+LEVELS = ("required", "recommended", "optional")
+OPS = ("read", "write")
+LAYOUTS = ("file", "directory")
+CATEGORIES = tuple(c.value for c in Category)
+# Ids are dotted slugs, usable as file names and in fnmatch patterns.
+ID_PATTERN = re.compile(r"[A-Za-z0-9_+-]+(\.[A-Za-z0-9_+-]+)*")
+MEANING_KEYS = ("tensors", "metadata", "object_graph")
+
+
+class CaseError(ValueError):
+    """A case.json that breaks the case format, or a suite with such cases."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One case of the suite, its file names resolved."""
+
+    id: str
+    level: str
+    requirements: tuple[str, ...]
+    description: str
+    op: str
+    expect: dict[str, Any]
+    directory: Path
+    input: Path | None = None  # read: the checkpoint file or directory
+    source: Path | None = None  # write: source.json
+    layout: str = "file"  # write: the layout to ask for
+
+    @property
+    def group(self) -> str:
+        return self.id.split(".", 1)[0]
+
+    @property
+    def expects_error(self) -> bool:
+        return bool(self.expect["result"] == "error")
+
+
+def load_case(path: Path) -> Case:
+    """The case described by the case.json at ``path``; CaseError if it is malformed."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CaseError(f"{path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise CaseError(f"{path}: not a JSON object")
+    try:
+        return _case(data, path.parent)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CaseError(f"{path}: {exc}") from None
+
+
+def load_cases(root: Path, patterns: Sequence[str] = ()) -> list[Case]:
+    """Every case under ``root`` whose id matches one of ``patterns`` (all when
+    none), sorted by id; CaseError naming every malformed case."""
+    cases: list[Case] = []
+    problems: list[str] = []
+    for path in sorted(root.rglob("case.json")):
+        try:
+            cases.append(load_case(path))
+        except CaseError as exc:
+            problems.append(str(exc))
+    seen: dict[str, Path] = {}
+    for case in cases:
+        if case.id in seen:
+            problems.append(f"{case.directory}: id {case.id!r} is also the id of "
+                            f"{seen[case.id]}")
+        seen[case.id] = case.directory
+    if problems:
+        raise CaseError("\n".join(problems))
+    return sorted((c for c in cases if not patterns or matches(c.id, patterns)),
+                  key=lambda c: c.id)
+
+
+def matches(case_id: str, patterns: Sequence[str]) -> bool:
+    """Whether ``case_id`` matches one of the fnmatch ``patterns``."""
+    return any(fnmatch.fnmatchcase(case_id, p) for p in patterns)
+
+
+def _case(data: dict[str, Any], directory: Path) -> Case:
+    case_id = _choice(data, "id", None)
+    if not ID_PATTERN.fullmatch(case_id):
+        raise ValueError(f"id {case_id!r} is not a dotted name of letters, digits, '_+-'")
+    requirements = data.get("requirements")
+    if not isinstance(requirements, list) or not all(isinstance(r, str) for r in requirements):
+        raise ValueError("'requirements' is not a list of strings")
+    op = _choice(data, "op", OPS)
+    case = Case(id=case_id, level=_choice(data, "level", LEVELS),
+                requirements=tuple(requirements), description=str(data.get("description", "")),
+                op=op, expect=_expect(data.get("expect")), directory=directory)
+    if op == "read":
+        return dataclasses.replace(case, input=_inside(directory, _choice(data, "input", None)))
+    return dataclasses.replace(case, source=_inside(directory, _choice(data, "source", None)),
+                    layout=_choice(data, "layout", LAYOUTS))
+
+
+def _choice(data: dict[str, Any], key: str, allowed: Sequence[str] | None) -> str:
+    item = data.get(key)
+    if not isinstance(item, str) or (allowed is not None and item not in allowed):
+        wanted = "a string" if allowed is None else " or ".join(repr(a) for a in allowed)
+        raise ValueError(f"{key!r} is {item!r}, not {wanted}")
+    return item
+
+
+def _expect(expect: Any) -> dict[str, Any]:
+    if not isinstance(expect, dict):
+        raise ValueError("'expect' is not an object")
+    result = _choice(expect, "result", ("ok", "error"))
+    if result == "error":
+        _choice(expect, "category", CATEGORIES)
+        return expect
+    missing = [key for key in MEANING_KEYS if key not in expect]
+    if missing:
+        raise ValueError(f"'expect' of a successful case lacks {', '.join(missing)}")
+    return expect
+
+
+def _inside(directory: Path, name: str) -> Path:
+    """The existing file ``name`` of the case directory, which it must not leave."""
+    path = (directory / name).resolve()
+    if not path.is_relative_to(directory.resolve()):
+        raise ValueError(f"{name!r} is outside the case directory")
+    if not path.exists():
+        raise ValueError(f"{name!r} does not exist")
+    return path

@@ -1,0 +1,91 @@
+"""Judging an adapter's response to a case: pass, fail or skip, and why.
+
+Read cases compare the adapter's answer with the case's expectation. Write
+cases read what the adapter wrote with the reference reader (the "blessed
+reader" of toml-test) and compare that. Errors compare by category only;
+messages are for humans.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ocf.conformance import compare, semantics
+from ocf.conformance.cases import CATEGORIES, MEANING_KEYS, Case
+from ocf.conformance.driver import Message
+from ocf.conformance.results import Outcome
+from ocf.conformance.semantics import Json
+from ocf.container import INDEX_FILE_NAME
+from ocf.errors import OCFError
+from ocf.reader import Reader
+
+Verdict = tuple[Outcome, str]
+
+
+def judge(case: Case, response: Message, output: Path | None = None) -> Verdict:
+    """The verdict on ``response`` to ``case``; ``output`` is where a write case wrote."""
+    result = response["result"]
+    if result == "skipped":
+        return Outcome.SKIP, _short(response.get("reason")) or "skipped"
+    if result == "error":
+        return _error(case, response)
+    if result != "ok":
+        return Outcome.FAIL, f"unknown result {result!r}"
+    if case.expects_error:
+        return Outcome.FAIL, (f"expected {case.expect['category']}, but the {case.op} "
+                              "succeeded")
+    if case.op == "read":
+        return _compare(case, response, "the adapter's answer")
+    assert output is not None
+    return _written(case, output)
+
+
+def _error(case: Case, response: Message) -> Verdict:
+    category = response.get("category")
+    message = _short(response.get("message"))
+    if category not in CATEGORIES:
+        return Outcome.FAIL, f"error outside the spec's categories ({category!r}): {message}"
+    if not case.expects_error:
+        return Outcome.FAIL, f"expected success, the adapter reported {category}: {message}"
+    if category != case.expect["category"]:
+        return Outcome.FAIL, f"expected {case.expect['category']}, got {category}: {message}"
+    return Outcome.PASS, ""
+
+
+def _written(case: Case, output: Path) -> Verdict:
+    """Check the layout of what was written, then read it with the reference reader."""
+    if case.layout == "file" and not output.is_file():
+        return Outcome.FAIL, f"asked for a single-file checkpoint, {_what_is(output)}"
+    if case.layout == "directory" and not (output / INDEX_FILE_NAME).is_file():
+        return Outcome.FAIL, (f"asked for a directory checkpoint with {INDEX_FILE_NAME}, "
+                              f"{_what_is(output)}")
+    try:
+        with Reader(output) as reader:
+            meaning = semantics.describe(reader)
+    except OCFError as exc:
+        return Outcome.FAIL, f"the reference reader rejects the written checkpoint: {exc}"
+    return _compare(case, meaning, "the written checkpoint")
+
+
+def _compare(case: Case, actual: Json, what: str) -> Verdict:
+    try:
+        got = compare.canonical({key: actual.get(key) for key in MEANING_KEYS})
+    except ValueError as exc:
+        return Outcome.FAIL, f"{what} is not a checkpoint's meaning: {exc}"
+    try:
+        expected = compare.canonical(case.expect)
+    except ValueError as exc:  # a broken case: say so rather than blame the adapter
+        return Outcome.FAIL, f"the case's expectation is malformed: {exc}"
+    found = compare.difference(expected, got)
+    return (Outcome.PASS, "") if found is None else (Outcome.FAIL, f"{what}: {found}")
+
+
+def _what_is(output: Path) -> str:
+    if output.is_dir():
+        return f"found a directory without {INDEX_FILE_NAME}"
+    return "found a file" if output.exists() else "found nothing"
+
+
+def _short(item: object) -> str:
+    text = "" if item is None else str(item).strip()
+    return text if len(text) <= 300 else text[:297] + "..."
