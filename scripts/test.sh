@@ -12,7 +12,7 @@ echo "== generated protobuf code is current"
 echo "== proto lint"
 "$py" python/tools/lint_proto.py
 echo "== ruff"
-"$py" -m ruff check python
+"$py" -m ruff check python conformance spec/examples
 echo "== mypy (strict)"
 (cd python && "$py" -m mypy)
 echo "== pytest"

@@ -84,10 +84,16 @@ def graph(stored: ObjectGraph) -> dict[str, Json]:
 
 
 def describe(reader: Reader) -> dict[str, Json]:
-    """Everything a checkpoint means: tensors, metadata and object graph."""
+    """Everything a checkpoint means: tensors, metadata and object graph.
+
+    Tensors are read in table order, as a full verification reads them
+    (spec/format.md, "Reader's order of checks"), so that of two damaged
+    tensors the first in the table is the one reported [R-ERR-002].
+    """
     stored_graph = reader.object_graph
+    described = {key: tensor(reader.read_tensor(key)) for key in reader}
     return {
-        "tensors": {key: tensor(reader.read_tensor(key)) for key in sorted(reader)},
+        "tensors": {key: described[key] for key in sorted(described)},
         "metadata": metadata(reader.metadata),
         "object_graph": None if stored_graph is None else graph(stored_graph),
     }

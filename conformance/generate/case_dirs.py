@@ -1,0 +1,104 @@
+"""Writing case directories: conformance/cases/<group>/<name>/case.json and its files.
+
+A case id is ``<group>.<name>``; its directory is ``cases/<group>/<name>``.
+Everything is written deterministically: files in a fixed order, JSON with
+sorted object keys (the top level in the fixed order of the case format),
+two-space indentation, ASCII only, a final newline.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+LEVELS = ("required", "recommended", "optional")
+CATEGORIES = ("MALFORMED", "INVALID", "UNSUPPORTED_VERSION", "UNKNOWN_REQUIRED_FEATURE",
+              "INTEGRITY", "LIMIT_EXCEEDED", "NOT_FOUND")
+ID = re.compile(r"^(read|reject|write)\.[a-z0-9][a-z0-9._-]*[a-z0-9]$")
+TOP_ORDER = ("id", "level", "requirements", "description", "op", "input", "source", "layout",
+             "expect")
+
+
+def _sorted(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _sorted(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted(v) for v in value]
+    return value
+
+
+def dump(value: dict[str, Any], top_order: tuple[str, ...] = ()) -> bytes:
+    """Canonical JSON bytes; keys of ``value`` itself in ``top_order`` when given."""
+    ordered = _sorted(value)
+    if isinstance(ordered.get("expect"), dict):  # the result first, then what it holds
+        expect = ordered["expect"]
+        ordered["expect"] = {"result": expect["result"],
+                             **{k: v for k, v in expect.items() if k != "result"}}
+    if top_order:
+        ordered = {k: ordered[k] for k in top_order if k in ordered}
+        assert set(ordered) == set(value), set(value) - set(ordered)
+    return (json.dumps(ordered, indent=2, ensure_ascii=True) + "\n").encode("ascii")
+
+
+def error(category: str) -> dict[str, str]:
+    assert category in CATEGORIES, category
+    return {"result": "error", "category": category}
+
+
+class Suite:
+    """Collects cases and writes each into its own directory under ``root``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.ids: set[str] = set()
+
+    def _directory(self, case_id: str) -> Path:
+        assert ID.match(case_id), f"bad case id {case_id!r}"
+        assert case_id not in self.ids, f"case id {case_id!r} used twice"
+        self.ids.add(case_id)
+        group, name = case_id.split(".", 1)
+        directory = self.root / group / name
+        directory.mkdir(parents=True)
+        return directory
+
+    @staticmethod
+    def _check_common(level: str, requirements: list[str], description: str) -> None:
+        assert level in LEVELS
+        assert requirements and all(re.fullmatch(r"R-[A-Z]+-\d{3}", r) for r in requirements)
+        assert len(set(requirements)) == len(requirements)
+        assert description.endswith(".") and "\n" not in description, description
+
+    def read(self, case_id: str, *, requirements: list[str], description: str,
+             files: dict[str, bytes], input: str, expect: dict[str, Any],
+             level: str = "required") -> None:
+        """A read case: ``files`` (relative path -> bytes) are the checkpoint."""
+        self._check_common(level, requirements, description)
+        assert expect["result"] in ("ok", "error")
+        directory = self._directory(case_id)
+        for relative in sorted(files):
+            assert not relative.startswith("/") and ".." not in relative.split("/")
+            target = directory / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(files[relative])
+        case = {"id": case_id, "level": level, "requirements": requirements,
+                "description": description, "op": "read", "input": input, "expect": expect}
+        (directory / "case.json").write_bytes(dump(case, TOP_ORDER))
+
+    def write(self, case_id: str, *, requirements: list[str], description: str,
+              source: dict[str, Any], data: dict[str, bytes], layout: str,
+              expect: dict[str, Any], level: str = "required") -> None:
+        """A write case: ``source`` is source.json, ``data`` its raw tensor files."""
+        self._check_common(level, requirements, description)
+        assert layout in ("file", "directory")
+        directory = self._directory(case_id)
+        for relative in sorted(data):
+            target = directory / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data[relative])
+        (directory / "source.json").write_bytes(dump(source))
+        case = {"id": case_id, "level": level, "requirements": requirements,
+                "description": description, "op": "write", "source": "source.json",
+                "layout": layout, "expect": expect}
+        (directory / "case.json").write_bytes(dump(case, TOP_ORDER))
