@@ -12,19 +12,20 @@ from __future__ import annotations
 import json
 
 from ocf.conformance import semantics
-from ocf.conformance.semantics import Json
+from ocf.conformance.jsontypes import Json, expect_object, expect_str, short
 
 
 def canonical(meaning: Json) -> dict[str, Json]:
     """``meaning`` in canonical form; ValueError if it is not a checkpoint's meaning."""
-    meaning = _object(meaning, "the response")
+    meaning = expect_object(meaning, "the response")
     graph = meaning.get("object_graph")
     return {
-        "tensors": {_str(key): _tensor(entry)
-                    for key, entry in _object(meaning.get("tensors"), "tensors").items()},
+        "tensors": {expect_str(key): _tensor(entry)
+                    for key, entry in expect_object(meaning.get("tensors"), "tensors").items()},
         "metadata": _metadata(meaning.get("metadata")),
         "object_graph": None if graph is None else {
-            _str(path): _node(node) for path, node in _object(graph, "object_graph").items()},
+            expect_str(path): _node(node)
+            for path, node in expect_object(graph, "object_graph").items()},
     }
 
 
@@ -34,9 +35,9 @@ def difference(expected: Json, actual: Json, where: str = "") -> str | None:
         for key in sorted(expected.keys() | actual.keys()):
             here = f"{where}[{json.dumps(key)}]"
             if key not in actual:
-                return f"{here}: missing (expected {_short(expected[key])})"
+                return f"{here}: missing (expected {short(expected[key])})"
             if key not in expected:
-                return f"{here}: not expected (got {_short(actual[key])})"
+                return f"{here}: not expected (got {short(actual[key])})"
             found = difference(expected[key], actual[key], here)
             if found:
                 return found
@@ -49,28 +50,28 @@ def difference(expected: Json, actual: Json, where: str = "") -> str | None:
         return None
     if expected == actual and type(expected) is type(actual):
         return None
-    return f"{where or 'value'}: expected {_short(expected)}, got {_short(actual)}"
+    return f"{where or 'value'}: expected {short(expected)}, got {short(actual)}"
 
 
 def _tensor(entry: Json) -> dict[str, Json]:
-    entry = _object(entry, "a tensor")
+    entry = expect_object(entry, "a tensor")
     shape = entry.get("shape")
     if not isinstance(shape, list) or not all(
             isinstance(n, int) and not isinstance(n, bool) for n in shape):
         raise ValueError(f"tensor shape {shape!r} is not a list of integers")
-    return {"dtype": _str(entry.get("dtype")), "shape": shape,
-            "sha256": _str(entry.get("sha256")).lower()}
+    return {"dtype": expect_str(entry.get("dtype")), "shape": shape,
+            "sha256": expect_str(entry.get("sha256")).lower()}
 
 
 def _node(node: Json) -> dict[str, Json]:
-    node = _object(node, "a node")
+    node = expect_object(node, "a node")
     slots = node.get("slot_variables", [])
     if not isinstance(slots, list) or not all(
             isinstance(s, list) and len(s) == 3 and all(isinstance(x, str) for x in s)
             for s in slots):
         raise ValueError(f"slot_variables {slots!r} is not a list of [path, name, path]")
     return {
-        "type_name": _str(node.get("type_name")),
+        "type_name": expect_str(node.get("type_name")),
         "children": _strings(node.get("children", {}), "children"),
         "attributes": _strings(node.get("attributes", {}), "attributes"),
         "slot_variables": sorted(slots),
@@ -83,21 +84,4 @@ def _metadata(values: Json) -> dict[str, Json]:
 
 
 def _strings(item: Json, what: str) -> dict[str, str]:
-    return {_str(k): _str(v) for k, v in _object(item, what).items()}
-
-
-def _object(item: Json, what: str) -> dict[str, Json]:
-    if not isinstance(item, dict):
-        raise ValueError(f"{what} is not a JSON object: {_short(item)}")
-    return item
-
-
-def _str(item: Json) -> str:
-    if not isinstance(item, str):
-        raise ValueError(f"expected a string, got {_short(item)}")
-    return item
-
-
-def _short(item: Json) -> str:
-    text = json.dumps(item)
-    return text if len(text) <= 80 else text[:77] + "..."
+    return {expect_str(k): expect_str(v) for k, v in expect_object(item, what).items()}

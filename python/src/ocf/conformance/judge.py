@@ -13,8 +13,8 @@ from pathlib import Path
 from ocf.conformance import compare, semantics
 from ocf.conformance.cases import CATEGORIES, MEANING_KEYS, Case
 from ocf.conformance.driver import Message
+from ocf.conformance.jsontypes import Json
 from ocf.conformance.results import Outcome
-from ocf.conformance.semantics import Json
 from ocf.container import INDEX_FILE_NAME
 from ocf.errors import OCFError
 from ocf.reader import Reader

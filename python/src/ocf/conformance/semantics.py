@@ -25,17 +25,21 @@ import binascii
 import hashlib
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
 
 import numpy as np
 
 from ocf import dtypes
+from ocf.conformance.jsontypes import (
+    Json,
+    expect_bool,
+    expect_list,
+    expect_object,
+    expect_str,
+)
 from ocf.graph import ObjectGraph
 from ocf.metadata import MetadataValue
 from ocf.raw import to_raw
 from ocf.reader import Reader
-
-Json = Any
 
 
 def tensor(array: np.ndarray) -> dict[str, Json]:
@@ -128,21 +132,8 @@ def parse_value(item: Json) -> MetadataValue:
 
 def parse_metadata(values: Json) -> dict[str, MetadataValue]:
     """A metadata map of typed JSON, the inverse of :func:`metadata`."""
-    if not isinstance(values, dict):
-        raise ValueError(f"metadata is a JSON object, not {values!r}")
-    return {_string(key): parse_value(item) for key, item in values.items()}
-
-
-def _string(item: Json) -> str:
-    if not isinstance(item, str):
-        raise ValueError(f"expected a JSON string, not {item!r}")
-    return item
-
-
-def _bool(item: Json) -> bool:
-    if not isinstance(item, bool):
-        raise ValueError(f"a bool value is true or false, not {item!r}")
-    return item
+    return {expect_str(key, "a metadata key"): parse_value(item)
+            for key, item in expect_object(values, "metadata").items()}
 
 
 def _int(item: Json) -> int:
@@ -159,18 +150,16 @@ def _float(item: Json) -> float:
 
 def _bytes(item: Json) -> bytes:
     try:
-        return base64.b64decode(_string(item), validate=True)
+        return base64.b64decode(expect_str(item, "a bytes value"), validate=True)
     except binascii.Error as exc:
         raise ValueError(f"a bytes value is base64, not {item!r}: {exc}") from None
 
 
 def _list(item: Json) -> list[MetadataValue]:
-    if not isinstance(item, list):
-        raise ValueError(f"a list value is a JSON array, not {item!r}")
-    return [parse_value(x) for x in item]
+    return [parse_value(x) for x in expect_list(item, "a list value")]
 
 
 _PARSERS: dict[str, Callable[[Json], MetadataValue]] = {
-    "bool": _bool, "int": _int, "float": _float, "string": _string, "bytes": _bytes,
+    "bool": expect_bool, "int": _int, "float": _float, "string": expect_str, "bytes": _bytes,
     "list": _list, "map": parse_metadata,
 }

@@ -26,7 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from ocf import dtypes
-from ocf.conformance.semantics import Json, parse_metadata
+from ocf.conformance.jsontypes import Json, expect_count, expect_list, expect_object, expect_str
+from ocf.conformance.semantics import parse_metadata
 from ocf.graph import Node, SlotRef
 from ocf.metadata import MetadataValue
 from ocf.raw import decode_strings
@@ -49,7 +50,7 @@ def load(path: Path) -> Source:
     tensors = description.get("tensors", {})
     graph = description.get("object_graph")
     return Source(
-        tensors={key: array(entry, path.parent) for key, entry in _object(tensors).items()},
+        tensors={key: array(entry, path.parent) for key, entry in expect_object(tensors).items()},
         metadata=parse_metadata(description.get("metadata", {})),
         object_graph=None if graph is None else nodes(graph),
     )
@@ -57,12 +58,12 @@ def load(path: Path) -> Source:
 
 def array(entry: Json, directory: Path) -> np.ndarray:
     """The array of one tensor entry, its bytes read from ``directory``."""
-    entry = _object(entry)
-    dtype = dtypes.BY_NAME.get(_str(entry.get("dtype")))
+    entry = expect_object(entry)
+    dtype = dtypes.BY_NAME.get(expect_str(entry.get("dtype")))
     if dtype is None:
         raise ValueError(f"unknown dtype {entry['dtype']!r}")
-    shape = tuple(_int(n) for n in _list(entry.get("shape")))
-    data = np.frombuffer((directory / _str(entry.get("data"))).read_bytes(), dtype=np.uint8)
+    shape = tuple(expect_count(n) for n in expect_list(entry.get("shape")))
+    data = np.frombuffer((directory / expect_str(entry.get("data"))).read_bytes(), dtype=np.uint8)
     count = math.prod(shape)
     if dtype.numpy is None:
         return decode_strings(data, count, shape)
@@ -74,54 +75,32 @@ def array(entry: Json, directory: Path) -> np.ndarray:
 
 def nodes(graph: Json) -> list[Node]:
     """The nodes of a described object graph, in id order."""
-    return [node(item) for item in _list(_object(graph).get("nodes"))]
+    return [node(item) for item in expect_list(expect_object(graph).get("nodes"))]
 
 
 def node(item: Json) -> Node:
-    item = _object(item)
+    item = expect_object(item)
     return Node(
-        type_name=_str(item.get("type_name", "")),
-        children={_str(name): _int(child) for name, child in _pairs(item.get("children"))},
-        attributes={_str(name): _str(key) for name, key in _pairs(item.get("attributes"))},
-        slots=[SlotRef(_int(v), _str(name), _int(s))
+        type_name=expect_str(item.get("type_name", "")),
+        children={expect_str(name): expect_count(child)
+                  for name, child in _pairs(item.get("children"))},
+        attributes={expect_str(name): expect_str(key)
+                    for name, key in _pairs(item.get("attributes"))},
+        slots=[SlotRef(expect_count(v), expect_str(name), expect_count(s))
                for v, name, s in _triples(item.get("slot_variables"))],
         metadata=parse_metadata(item.get("metadata", {})),
     )
 
 
-def _object(item: Json) -> dict[str, Json]:
-    if not isinstance(item, dict):
-        raise ValueError(f"expected a JSON object, not {item!r}")
-    return item
-
-
-def _list(item: Json) -> list[Json]:
-    if not isinstance(item, list):
-        raise ValueError(f"expected a JSON array, not {item!r}")
-    return item
-
-
-def _str(item: Json) -> str:
-    if not isinstance(item, str):
-        raise ValueError(f"expected a JSON string, not {item!r}")
-    return item
-
-
-def _int(item: Json) -> int:
-    if not isinstance(item, int) or isinstance(item, bool) or item < 0:
-        raise ValueError(f"expected a non-negative integer, not {item!r}")
-    return item
-
-
 def _pairs(item: Json) -> list[tuple[Json, Json]]:
-    rows = _list([] if item is None else item)
+    rows = expect_list([] if item is None else item)
     if any(not isinstance(row, list) or len(row) != 2 for row in rows):
         raise ValueError(f"expected [[name, value], ...], not {item!r}")
     return [(a, b) for a, b in rows]
 
 
 def _triples(item: Json) -> list[tuple[Json, Json, Json]]:
-    rows = _list([] if item is None else item)
+    rows = expect_list([] if item is None else item)
     if any(not isinstance(row, list) or len(row) != 3 for row in rows):
         raise ValueError(f"expected [[variable_id, slot_name, slot_node_id], ...], not {item!r}")
     return [(a, b, c) for a, b, c in rows]
