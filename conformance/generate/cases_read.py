@@ -130,16 +130,23 @@ def dtypes(suite: Suite) -> None:
            "chunks and no checksums.")
 
     builder = Builder()
-    builder.add("u8", "uint8", [0, 1 << 31, 1 << 31], b"")
+    builder.add("u8", "uint8", [0, 1 << 29, 1 << 29], b"")
     single(suite, "read.shape.zero-size-max-dims", builder, ["R-TENSOR-003"],
-           "A uint8 tensor of shape [0, 2^31, 2^31]: the product of its non-zero dimensions "
-           "is exactly 2^62, the limit, so it is valid and empty.")
+           "A uint8 tensor of shape [0, 2^29, 2^29]: the product of its non-zero dimensions "
+           "is exactly 2^58, the limit, so it is valid and empty.")
 
     builder = Builder()
-    builder.add("f64", "float64", [1 << 40, 0, 1 << 22], b"")
+    builder.add("f64", "float64", [1 << 40, 0, 1 << 18], b"")
     single(suite, "read.shape.zero-size-max-dims-float64", builder, ["R-TENSOR-003"],
-           "A float64 tensor of shape [2^40, 0, 2^22]: non-zero dimensions multiply to 2^62, "
+           "A float64 tensor of shape [2^40, 0, 2^18]: non-zero dimensions multiply to 2^58, "
            "the limit, so it is valid and holds no element.")
+
+    builder = Builder()
+    builder.add("c128", "complex128", [1 << 29, 1 << 29, 0], b"")
+    single(suite, "read.shape.zero-size-max-dims-complex128", builder, ["R-TENSOR-003"],
+           "A complex128 tensor (16-byte items, the largest) of shape [2^29, 2^29, 0]: "
+           "non-zero dimensions multiply to 2^58, the limit, so it is valid and holds no "
+           "element (2^58 x 16 bytes = 2^62, which a 64-bit implementation can represent).")
 
     builder = Builder()
     builder.add("deep", "float32", [1] * 31 + [2], struct.pack("<2f", 0.5, -0.5))

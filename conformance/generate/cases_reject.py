@@ -629,12 +629,16 @@ def tensors(r: Rejects) -> None:
         return mutate
 
     shapes = {
-        "elements-over-2-62": ([1 << 31, (1 << 31) + 1], "2^62 + 2^31 elements"),
+        "elements-over-2-58": ([1 << 29, (1 << 29) + 1], "2^58 + 2^29 elements"),
+        "elements-2-62": ([1 << 31, 1 << 31], "2^62 elements"),
+        "zero-size-over-2-58": ([1 << 29, 0, (1 << 29) + 1],
+                                "shape [2^29, 0, 2^29 + 1]: no element, but non-zero "
+                                "dimensions multiplying to 2^58 + 2^29"),
         "dims-product-wraps-to-zero": ([1 << 32, 1 << 32],
                                        "2^64 elements, 0 in 64-bit wrapping arithmetic"),
         "dims-product-wraps-to-small": ([1 << 33, (1 << 31) + 1, 2],
                                         "2^65 + 2^34 elements, 2^34 in 64-bit arithmetic"),
-        "dim-over-2-62": ([(1 << 62) + 1], "one dimension of 2^62 + 1"),
+        "dim-over-2-58": ([(1 << 58) + 1], "one dimension of 2^58 + 1"),
         "zero-dim-first": ([0, 1 << 40, 1 << 30], "shape [0, 2^40, 2^30]: no element, but "
                            "non-zero dimensions multiplying to 2^70"),
         "zero-dim-last": ([1 << 40, 1 << 30, 0], "shape [2^40, 2^30, 0]"),
@@ -657,10 +661,13 @@ def tensors(r: Rejects) -> None:
             "A valid file whose float32 [2, 3] tensor claims 28 raw and stored bytes instead "
             "of 24 (the extra bytes are padding).", raw_length(28))
     builder = base_builder()
-    append_tensor(builder, "huge", "float64", [1 << 61], [Block(0, builder.put(0, b""), 0, 0)])
+    # [R-TENSOR-003] keeps element count x item size within 2^62, so the product
+    # cannot wrap in 64 bits any more; it still does in 32.
+    append_tensor(builder, "huge", "complex128", [1 << 58],
+                  [Block(0, builder.put(0, b""), 0, 0)])
     r.blob("tensor.raw-length-wraps", ["R-TENSOR-005", "R-LIMIT-002"], "INVALID",
-           "A float64 tensor of 2^61 elements with raw length 0: 2^61 x 8 is 2^64, 0 in "
-           "64-bit wrapping arithmetic.", builder.single())
+           "A complex128 tensor of 2^58 elements (the limit) with raw length 0: 2^58 x 16 is "
+           "2^62, 0 in 32-bit wrapping arithmetic.", builder.single())
 
     def slice_raw(index: index_pb2.Index) -> None:
         index.blocks.raw_lengths[0] = 24

@@ -38,14 +38,8 @@ REPO = Path(__file__).resolve().parents[2]
 CONFORMANCE = REPO / "conformance"
 CASES = CONFORMANCE / "cases"
 
-# Cases the reference implementation does not pass, with the reason.
-KNOWN_REFERENCE_FAILURES = {
-    "read.shape.zero-size-max-dims-float64": (
-        "ocf.Reader reports LIMIT_EXCEEDED for an empty float64 tensor of shape "
-        "[2^40, 0, 2^22]: NumPy refuses a shape whose non-zero dimensions times the item "
-        "size exceed 2^63 bytes, although the product of the non-zero dimensions is 2^62, "
-        "within [R-TENSOR-003]'s limit"),
-}
+# Cases the reference implementation does not pass, with the reason: none.
+KNOWN_REFERENCE_FAILURES: dict[str, str] = {}
 
 
 def _load_trace() -> ModuleType:

@@ -1,9 +1,8 @@
 """The real conformance suite (conformance/cases) against real adapters.
 
 - The reference implementation, driven through the external protocol by
-  ``ocf conformance`` in a subprocess, is conformant, with the expected
-  failures of conformance/expected-failures/ocf-python.txt (documented
-  limitations of the reference reader only).
+  ``ocf conformance`` in a subprocess, is conformant with no expected
+  failure: every case passes, without ``--xfail``.
 - Every deliberately broken variant of it (ocf.conformance.bugs) is NOT
   CONFORMANT, and the cases written to catch that bug fail.
 - The POSIX shell adapter conformance/adapters/skip_all.sh runs end to end
@@ -34,7 +33,6 @@ from ocf.conformance.cases import load_cases, matches
 
 REPO = Path(__file__).resolve().parents[2]
 CASES = REPO / "conformance" / "cases"
-XFAIL = REPO / "conformance" / "expected-failures" / "ocf-python.txt"
 SKIP_ALL = REPO / "conformance" / "adapters" / "skip_all.sh"
 BUG_ENV = "OCF_CONFORMANCE_BUG"
 TIMEOUT = 600
@@ -93,7 +91,7 @@ def bug_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     root = tmp_path_factory.mktemp("bugs")
     workers = max(1, min(len(selected), os.cpu_count() or 1))
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        yield {name: pool.submit(harness, root / name, "--xfail", str(XFAIL), bug=name)
+        yield {name: pool.submit(harness, root / name, bug=name)
                for name in selected}
 
 
@@ -106,31 +104,24 @@ def test_the_suite_is_there() -> None:
     assert {"read", "reject", "write"} <= groups, groups
 
 
-def test_expected_failures_explain_every_entry() -> None:
-    """Every entry of the reference implementation's list says why, on its line."""
-    for number, line in enumerate(XFAIL.read_text(encoding="utf-8").splitlines(), 1):
-        entry, _, comment = line.partition("#")
-        if entry.strip():
-            assert comment.strip(), f"{XFAIL.name}:{number}: {entry.strip()} has no comment"
-
-
 # -- the reference implementation ----------------------------------------------
 
 def test_reference_implementation_is_conformant(tmp_path: Path) -> None:
     junit = tmp_path / "results.xml"
-    run = harness(tmp_path, "--xfail", str(XFAIL), "--junit", str(junit))
+    run = harness(tmp_path, "--junit", str(junit))
     assert run.returncode == 0, run.explain()
-    assert "RESULT: CONFORMANT" in run.stdout, run.explain()
+    # A plain verdict: no expected failure is needed.
+    assert run.stdout.strip().splitlines()[-1] == "RESULT: CONFORMANT", run.explain()
     assert not run.failure_lines, run.explain()
-    # Only the listed expected failures, and none of them stale.
-    assert run.outcomes("fail") == run.outcomes("stale") == [], run.explain()
+    assert run.outcomes("fail") == run.outcomes("stale") == run.outcomes("xfail") == [], \
+        run.explain()
     # The JSON lines: a run record, a record per case, the verdict last.
     assert run.records[0]["record"] == "run"
     assert run.records[0]["adapter"]["name"] == "ocf-python"
     assert run.records[-1] == {"record": "verdict", "conformant": True,
                                "line": run.stdout.strip().splitlines()[-1]}
     assert len(run.cases) == len(load_cases(CASES))
-    assert set(run.outcomes("pass")) | set(run.outcomes("xfail")) == set(run.cases)
+    assert set(run.outcomes("pass")) == set(run.cases)
     # The JUnit XML: one suite per group, no failures, every case once.
     root = ET.parse(junit).getroot()
     assert root.tag == "testsuites"

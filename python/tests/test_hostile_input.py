@@ -418,7 +418,8 @@ def regions(name: str, blob: bytes, index_name: str) -> dict[str, tuple[int, int
 
 U64_EDGES = (0, 1, 8, 63, 64, 65, 4095, 4096, 1 << 24, (1 << 24) + 1, MAX_INDEX_BYTES,
              MAX_INDEX_BYTES + 1, 1 << 30, (1 << 31) - 1, 1 << 31, (1 << 32) - 1, 1 << 32,
-             1 << 62, (1 << 62) + 1, (1 << 63) - 1, 1 << 63, (1 << 64) - 1)
+             1 << 58, (1 << 58) + 1, 1 << 62, (1 << 62) + 1, (1 << 63) - 1, 1 << 63,
+             (1 << 64) - 1)
 
 
 def u64s(near: tuple[int, ...] = ()) -> st.SearchStrategy[int]:
@@ -800,10 +801,10 @@ def generated_checkpoints(draw: st.DrawFn) -> Generated:
         while prod(shape) > budget:
             shape[shape.index(max(shape))] //= 8
         if 0 in shape and len(shape) > 1 and draw(st.booleans()):
-            # The product of the non-zero dimensions stays at most 2^62 [R-TENSOR-003].
+            # The product of the non-zero dimensions stays at most 2^58 [R-TENSOR-003].
             j = draw(st.sampled_from([i for i in range(len(shape)) if shape[i]] or [1]))
             rest = prod(d for i, d in enumerate(shape) if i != j and d)
-            shape[j] = draw(st.sampled_from([1 << 31, 1 << 40, 1 << 62])) // rest
+            shape[j] = draw(st.sampled_from([1 << 31, 1 << 40, 1 << 58])) // rest
         count = prod(shape)
         rng = np.random.default_rng(draw(st.integers(0, (1 << 32) - 1)))  # the content
         if dtype is None:
@@ -1309,24 +1310,35 @@ def test_directory_without_index_is_not_found(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("op", READ_OPS)
-def test_tensor_without_elements_but_huge_dimensions_reads_empty_or_raises_ocf_error(
-    tmp_path: Path, op: str,
+@pytest.mark.parametrize("dtype", [tensor_pb2.DTYPE_FLOAT32, tensor_pb2.DTYPE_COMPLEX128,
+                                   tensor_pb2.DTYPE_BYTES])
+def test_tensor_without_elements_but_huge_dimensions_reads_empty(
+    tmp_path: Path, op: str, dtype: int,
 ) -> None:
-    # The product of the non-zero dimensions is at most 2^62, so these indexes
-    # are valid [R-TENSOR-003]. NumPy cannot hold such shapes for float32 (the
-    # byte size overflows), so a reader must refuse them with an OCFError, not
-    # let NumPy's ValueError escape.
-    for shape in [(0, 1 << 62), (1 << 62, 0), (0, 1 << 40, 1 << 21)]:
-        index = make_index([TensorSpec("z", tensor_pb2.DTYPE_FLOAT32, shape,
-                                       plain_block(b"", 64))])
+    # The product of the non-zero dimensions is at most 2^58, so these indexes
+    # are valid [R-TENSOR-003]; with items of at most 16 bytes (complex128) the
+    # shape stays within 2^62 bytes, so NumPy holds it and every read works.
+    for shape in [(0, 1 << 58), (1 << 58, 0), (0, 1 << 40, 1 << 18), (1 << 29, 0, 1 << 29)]:
+        index = make_index([TensorSpec("z", dtype, shape, plain_block(b"", 64))])
         path = write_file(tmp_path / FILE_NAME, index)
-        try:
-            with ocf.Reader(path) as reader:
-                result = _read_calls(reader, "z")[op]()
-        except ocf.OCFError:
-            continue
+        with ocf.Reader(path) as reader:
+            result = _read_calls(reader, "z")[op]()
         assert isinstance(result, np.ndarray)
+        assert result.shape == shape
         assert result.size == 0
+
+
+@pytest.mark.parametrize("shape", [(0, (1 << 58) + 1), ((1 << 29) + 1, 0, 1 << 29),
+                                   (1 << 31, 0, 1 << 31), (0, 1 << 62)])
+def test_tensor_without_elements_over_the_dimension_limit_is_refused(
+    tmp_path: Path, shape: tuple[int, ...],
+) -> None:
+    # Just over 2^58, and the old limit of 2^62: LIMIT_EXCEEDED at open [R-TENSOR-003].
+    index = make_index([TensorSpec("z", tensor_pb2.DTYPE_UINT8, shape, plain_block(b"", 64))])
+    path = write_file(tmp_path / FILE_NAME, index)
+    with pytest.raises(ocf.LimitExceededError) as caught:
+        ocf.Reader(path)
+    assert caught.value.requirement == "R-TENSOR-003"
 
 
 def test_many_slices_allocate_memory_in_proportion_to_the_file(tmp_path: Path) -> None:

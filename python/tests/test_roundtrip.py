@@ -105,6 +105,23 @@ def test_duplicate_and_bad_keys_are_refused(tmp_path: Path) -> None:
     assert list(ocf.open(tmp_path / "x.ocf")) == ["a"]
 
 
+def test_shapes_beyond_the_tensor_limits_are_refused(tmp_path: Path) -> None:
+    # [R-TENSOR-003]: rank at most 32, non-zero dimensions multiplying to at most
+    # 2^58, also for empty arrays NumPy itself can hold.
+    with ocf.Writer(tmp_path / "x.ocf") as writer:
+        writer.write("at-limit", np.empty((0, 1 << 29, 1 << 29), dtype=np.complex128))
+        with pytest.raises(ocf.LimitExceededError, match="R-TENSOR-003"):
+            writer.write("over", np.empty((1 << 29, 0, (1 << 29) + 1), dtype=np.uint8))
+        with pytest.raises(ocf.LimitExceededError, match="R-TENSOR-003"):
+            writer.write("rank-33", np.zeros((1,) * 33, dtype=np.uint8))
+        with pytest.raises(ocf.LimitExceededError, match="R-TENSOR-003"):
+            writer.write_slice("box", np.zeros((1, 1), dtype=np.uint8), (0, 0),
+                               (1 << 29, (1 << 29) + 1))
+    with ocf.open(tmp_path / "x.ocf") as reader:
+        assert list(reader) == ["at-limit"]
+        assert reader.get_tensor("at-limit").shape == (0, 1 << 29, 1 << 29)
+
+
 def test_sliced_tensor_is_assembled_from_its_pieces(tmp_path: Path) -> None:
     full = np.arange(7 * 5, dtype=np.float32).reshape(7, 5)
     with ocf.Writer(tmp_path / "x.ocf", compression="zstd") as writer:

@@ -14,7 +14,10 @@ MAX_RANK = 32
 MAX_SLICES_PER_TENSOR = 4096
 MAX_CHUNKS_PER_BLOCK = 1 << 24
 MAX_METADATA_DEPTH = 32
-MAX_ELEMENTS = 1 << 62
+# The product of a tensor's non-zero dimensions [R-TENSOR-003]: with item sizes
+# of at most 16 bytes every valid tensor fits in 2**62 bytes, so NumPy (or any
+# 64-bit array library) can represent its shape, empty ones included.
+MAX_ELEMENTS = 1 << 58
 MIN_CHUNK_SIZE = 4096
 MAX_CHUNK_SIZE = 1 << 30
 # No Zstandard frame decodes to more than 32768 bytes per stored byte: its

@@ -44,7 +44,7 @@ def _disjoint(boxes: Sequence[Box]) -> bool:
     """
     if len(boxes) < 2:
         return True
-    # Values are below 2^62 once the boxes lie inside a valid shape.
+    # Values are at most 2^58 once the boxes lie inside a valid shape.
     lo = np.array([b for b, _ in boxes], dtype=np.int64)
     hi = lo + np.array([e for _, e in boxes], dtype=np.int64)
     if lo.shape[1] == 0:

@@ -167,12 +167,13 @@ class Tables(Mapping[str, TensorInfo]):
             return counts
         starts = self._dim_start[shaped]
         # Zero dimensions are left out of the limit so it does not depend on
-        # their order; a float estimate finds the rows worth an exact check.
+        # their order; a float estimate finds the rows worth an exact check
+        # (0.5 under log2(MAX_ELEMENTS) = 58, far more than its rounding error).
         logs = np.log2(np.maximum(self._dims, 1).astype(np.float64))
-        for row in shaped[np.add.reduceat(logs, starts) > 61.5].tolist():
+        for row in shaped[np.add.reduceat(logs, starts) > 57.5].tolist():
             if prod(d for d in self.shape(row) if d) > MAX_ELEMENTS:
-                self._fail(LimitExceededError, f"shape {list(self.shape(row))} has more than "
-                           "2^62 elements", "R-TENSOR-003", row)
+                self._fail(LimitExceededError, f"shape {list(self.shape(row))}: its non-zero "
+                           "dimensions multiply to more than 2^58", "R-TENSOR-003", row)
         counts[shaped] = np.multiply.reduceat(self._dims, starts)
         return counts
 

@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from math import prod
 from pathlib import Path
 from types import TracebackType
 from typing import Literal, NamedTuple
@@ -37,7 +38,14 @@ from ocf.container import (
 )
 from ocf.errors import InvalidError, LimitExceededError
 from ocf.graph import Node, decode_graph, encode_graph
-from ocf.limits import MAX_CHUNK_SIZE, MAX_INDEX_BYTES, MAX_KEY_BYTES, MIN_CHUNK_SIZE
+from ocf.limits import (
+    MAX_CHUNK_SIZE,
+    MAX_ELEMENTS,
+    MAX_INDEX_BYTES,
+    MAX_KEY_BYTES,
+    MAX_RANK,
+    MIN_CHUNK_SIZE,
+)
 from ocf.metadata import encode_map
 from ocf.raw import to_raw
 from ocf.slicing import boxes_tile
@@ -205,6 +213,7 @@ class Writer:
         if type(array) is not np.ndarray:
             array = np.asarray(array)
         dtype = dtypes.for_array(array)
+        _check_shape(key, array.shape)
         raw = to_raw(array, dtype)
         self._claim_key(key)
         self._tensors[key] = _Tensor(key, dtype, array.shape, self._store(raw, dtype))
@@ -234,6 +243,7 @@ class Writer:
             raise InvalidError(f"slice of shape {list(array.shape)} at {list(start)} is not a "
                                f"non-empty box inside {list(shape)}", key=key,
                                requirement="R-SLICE-001")
+        _check_shape(key, shape)
         raw = to_raw(array, dtype)
         if tensor is None:
             self._claim_key(key)
@@ -489,3 +499,13 @@ def _remove_unreferenced(directory: Path, referenced: set[str]) -> None:
         stale_shard = name.startswith("data-") and name.endswith(".ocfd") and name not in referenced
         if stale_shard or is_temp_name(name):
             remove_quietly(Path(entry.path))
+
+
+def _check_shape(key: str, shape: tuple[int, ...]) -> None:
+    """Refuse a shape beyond the limits of [R-TENSOR-003], empty ones included."""
+    if len(shape) > MAX_RANK:
+        raise LimitExceededError(f"rank {len(shape)} is above the limit of {MAX_RANK}",
+                                 key=key, requirement="R-TENSOR-003")
+    if prod(d for d in shape if d) > MAX_ELEMENTS:
+        raise LimitExceededError(f"shape {list(shape)}: its non-zero dimensions multiply to "
+                                 "more than 2^58", key=key, requirement="R-TENSOR-003")
