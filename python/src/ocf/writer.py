@@ -213,7 +213,10 @@ class Writer:
         if type(array) is not np.ndarray:
             array = np.asarray(array)
         dtype = dtypes.for_array(array)
-        _check_shape(key, array.shape)
+        if array.size == 0 or array.ndim > MAX_RANK:
+            # An array with elements has fewer than 2^58 of them, or could not be
+            # laid out in memory: only empty ones can break the limit.
+            _check_shape(key, array.shape)
         raw = to_raw(array, dtype)
         self._claim_key(key)
         self._tensors[key] = _Tensor(key, dtype, array.shape, self._store(raw, dtype))
