@@ -19,7 +19,7 @@ import numpy as np
 
 from ocf import __version__
 from ocf.errors import OCFError
-from ocf.graph import SLOT_COMPONENT, Node, ObjectGraph
+from ocf.graph import Node, ObjectGraph, Origin
 from ocf.reader import Reader
 
 
@@ -93,11 +93,11 @@ def draw_tree(graph: ObjectGraph, reader: Reader) -> list[str]:
         node, indent = item
         entries = _entries(graph, reader, node)
         todo: list[str | tuple[int, str]] = []
-        for i, (label, child, path) in enumerate(entries):
+        for i, (label, child, drawn_here) in enumerate(entries):
             branch, deeper = ("└── ", "    ") if i == len(entries) - 1 else ("├── ", "│   ")
             if child is None:
                 todo.append(f"{indent}{branch}{label}")
-            elif graph.path(child) != path:
+            elif not drawn_here:
                 todo.append(f"{indent}{branch}{label} -> (shared: {graph.path(child)})")
             else:
                 todo.append(f"{indent}{branch}{label}  {graph.nodes[child].type_name}"
@@ -108,20 +108,23 @@ def draw_tree(graph: ObjectGraph, reader: Reader) -> list[str]:
 
 
 def _entries(graph: ObjectGraph, reader: Reader, node: int
-             ) -> list[tuple[str, int | None, str]]:
-    """(label, child node or None, the child's path through this entry) per line."""
+             ) -> list[tuple[str, int | None, bool]]:
+    """(label, child node or None, whether the child is drawn here) per line.
+
+    A child is drawn under the entry its canonical path comes from (its
+    origin); every other entry leading to it points there instead.
+    """
     stored = graph.nodes[node]
-    here = graph.path(node)
-    entries: list[tuple[str, int | None, str]] = []
+    entries: list[tuple[str, int | None, bool]] = []
     for name, key in stored.attributes.items():
         info = reader[key]
-        entries.append((f".{name}: {info.dtype.name} {list(info.shape)}", None, ""))
+        entries.append((f".{name}: {info.dtype.name} {list(info.shape)}", None, False))
     for name, child_id in stored.children.items():
-        entries.append((name, child_id, "/".join(p for p in (here, name) if p)))
+        entries.append((name, child_id, graph.origins[child_id] == Origin(node, name)))
     for slot in stored.slots:
-        variable = graph.path(slot.variable)
-        entries.append((f"slot {slot.name!r} of {variable}", slot.slot_node,
-                        "/".join(p for p in (here, SLOT_COMPONENT, variable, slot.name) if p)))
+        origin = Origin(node, slot.name, slot.variable)
+        entries.append((f"slot {slot.name!r} of {graph.path(slot.variable)}", slot.slot_node,
+                        graph.origins[slot.slot_node] == origin))
     return entries
 
 

@@ -26,3 +26,14 @@ MAX_ZSTD_RATIO = 32768
 # Offsets and lengths are uint64 on disk; anything at or above 2**63 is
 # refused so that every sum of two such values stays exact in any language.
 MAX_FILE_OFFSET = (1 << 63) - 1
+
+
+def nonzero_product(shape: tuple[int, ...]) -> int:
+    """The product of the non-zero dimensions, which MAX_ELEMENTS bounds [R-TENSOR-003].
+
+    Zero dimensions are left out so the limit does not depend on their order.
+    """
+    product = 1
+    for dim in shape:
+        product *= dim or 1
+    return product

@@ -16,7 +16,7 @@ import errno
 import mmap
 import os
 import stat
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from math import prod
 from pathlib import Path
@@ -344,14 +344,12 @@ class Reader(Mapping[str, TensorInfo]):
             return
         todo = [i for i in wanted if (block.shard, block.offset, i) not in self._verified]
         view = raw.data
-        spans = [block.raw_range(i) for i in todo]
         if block.raw_length >= _READ_GROUP and len(todo) > 1:
-            crcs = list(self._threads().map(lambda s: crc32c(view[s[0]:s[1]]), spans))
+            crcs = list(self._threads().map(lambda i: self._crcs(block, view, [i])[0], todo))
         else:
-            crcs = [crc32c(view[a:b]) for a, b in spans]
-        for i, crc in zip(todo, crcs):
-            self._check_crc(info, block, i, crc)
-            self._verified.add((block.shard, block.offset, i))
+            crcs = self._crcs(block, view, todo)
+        self._check_crcs(info, block, todo, crcs)
+        self._verified.update((block.shard, block.offset, i) for i in todo)
 
     def _check_crc(self, info: TensorInfo, block: Block, chunk: int, crc: int) -> None:
         if crc != block.chunk_crcs[chunk]:
@@ -410,13 +408,13 @@ class Reader(Mapping[str, TensorInfo]):
             if self.verify:
                 self._check_crcs(read.info, read.block, read.chunks, crcs)
 
-    def _check_crcs(self, info: TensorInfo, block: Block, chunks: range, crcs: list[int]
-                    ) -> None:
+    def _check_crcs(self, info: TensorInfo, block: Block, chunks: Sequence[int],
+                    crcs: list[int]) -> None:
         for i, crc in zip(chunks, crcs):
             self._check_crc(info, block, i, crc)
 
     @staticmethod
-    def _crcs(block: Block, out: memoryview, chunks: range) -> list[int]:
+    def _crcs(block: Block, out: memoryview, chunks: Sequence[int]) -> list[int]:
         return [crc32c(out[a:b]) for a, b in map(block.raw_range, chunks)]
 
     def _decode_chunks(self, info: TensorInfo, block: Block, chunks: Iterator[int] | range,

@@ -125,20 +125,9 @@ class RestoreStatus:
             return sorted(k for k in live.tensors if k not in self._by_name.restored)
         assert self._session is not None
         matched = {id(o) for o in self._session.matched.values()}
-        slot_objects = self._restored_slot_objects(live.objects)
+        slot_objects = _restored_slot_objects(live.objects, matched)
         return sorted(path or "(root)" for path, obj in zip(live.paths, live.objects)
                       if id(obj) not in matched and id(obj) not in slot_objects)
-
-    def _restored_slot_objects(self, objects: list[object]) -> set[int]:
-        assert self._session is not None
-        matched = {id(o) for o in self._session.matched.values()}
-        result = set()
-        for obj in objects:
-            if id(obj) in matched:
-                for variable, _, slot in track(obj).slots():
-                    if id(variable) in matched:
-                        result.add(id(slot))
-        return result
 
     def assert_consumed(self) -> RestoreStatus:
         """Every checkpoint value found its object, and every object its value."""
@@ -231,6 +220,18 @@ def _restore_by_name(root: object, reader: Reader, name_map: NameMap | None) -> 
     finally:
         reader.close()
     return RestoreStatus(root, None, by_name)
+
+
+def _restored_slot_objects(objects: list[object], matched: set[int]) -> set[int]:
+    """Ids of the slots that matched optimizers keep for matched variables: a restore
+    gave them their values through ocf_restore_slot."""
+    result = set()
+    for obj in objects:
+        if id(obj) in matched:
+            for variable, _, slot in track(obj).slots():
+                if id(variable) in matched:
+                    result.add(id(slot))
+    return result
 
 
 def _mapped_name(name_map: NameMap | None, key: str) -> str | None:

@@ -34,6 +34,7 @@ from ocf.limits import (
     MAX_TENSORS,
     MAX_ZSTD_RATIO,
     MIN_CHUNK_SIZE,
+    nonzero_product,
 )
 from ocf.model import Block, Piece, ShardInfo, TensorInfo
 from ocf.slicing import boxes_tile
@@ -171,7 +172,7 @@ class Tables(Mapping[str, TensorInfo]):
         # (0.5 under log2(MAX_ELEMENTS) = 58, far more than its rounding error).
         logs = np.log2(np.maximum(self._dims, 1).astype(np.float64))
         for row in shaped[np.add.reduceat(logs, starts) > 57.5].tolist():
-            if prod(d for d in self.shape(row) if d) > MAX_ELEMENTS:
+            if nonzero_product(self.shape(row)) > MAX_ELEMENTS:
                 self._fail(LimitExceededError, f"shape {list(self.shape(row))}: its non-zero "
                            "dimensions multiply to more than 2^58", "R-TENSOR-003", row)
         counts[shaped] = np.multiply.reduceat(self._dims, starts)

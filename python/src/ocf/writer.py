@@ -17,7 +17,6 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from math import prod
 from pathlib import Path
 from types import TracebackType
 from typing import Literal, NamedTuple
@@ -45,6 +44,7 @@ from ocf.limits import (
     MAX_KEY_BYTES,
     MAX_RANK,
     MIN_CHUNK_SIZE,
+    nonzero_product,
 )
 from ocf.metadata import encode_map
 from ocf.raw import to_raw
@@ -509,6 +509,6 @@ def _check_shape(key: str, shape: tuple[int, ...]) -> None:
     if len(shape) > MAX_RANK:
         raise LimitExceededError(f"rank {len(shape)} is above the limit of {MAX_RANK}",
                                  key=key, requirement="R-TENSOR-003")
-    if prod(d for d in shape if d) > MAX_ELEMENTS:
+    if nonzero_product(shape) > MAX_ELEMENTS:
         raise LimitExceededError(f"shape {list(shape)}: its non-zero dimensions multiply to "
                                  "more than 2^58", key=key, requirement="R-TENSOR-003")
