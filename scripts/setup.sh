@@ -13,4 +13,4 @@ if [ ! -x "$root/.venv/bin/python" ]; then
   "$python" -m venv "$root/.venv"
 fi
 "$root/.venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-"$root/.venv/bin/python" -m pip install --quiet --disable-pip-version-check -e "$root/python[dev,bench]"
+"$root/.venv/bin/python" -m pip install --quiet --disable-pip-version-check -e "$root/python[dev,bench,frameworks]"
