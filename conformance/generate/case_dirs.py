@@ -16,9 +16,9 @@ from typing import Any
 LEVELS = ("required", "recommended", "optional")
 CATEGORIES = ("MALFORMED", "INVALID", "UNSUPPORTED_VERSION", "UNKNOWN_REQUIRED_FEATURE",
               "INTEGRITY", "LIMIT_EXCEEDED", "NOT_FOUND")
-ID = re.compile(r"^(read|reject|write)\.[a-z0-9][a-z0-9._-]*[a-z0-9]$")
+ID = re.compile(r"^(read|reject|write|merge)\.[a-z0-9][a-z0-9._-]*[a-z0-9]$")
 TOP_ORDER = ("id", "level", "requirements", "description", "op", "input", "source", "layout",
-             "expect")
+             "save_id", "parts", "expect")
 
 
 def _sorted(value: Any) -> Any:
@@ -101,4 +101,24 @@ class Suite:
         case = {"id": case_id, "level": level, "requirements": requirements,
                 "description": description, "op": "write", "source": "source.json",
                 "layout": layout, "expect": expect}
+        (directory / "case.json").write_bytes(dump(case, TOP_ORDER))
+
+    def merge(self, case_id: str, *, requirements: list[str], description: str,
+              files: dict[str, bytes], input: str, save_id: str, parts: int,
+              expect: dict[str, Any], level: str = "required") -> None:
+        """A merge case: ``files`` hold the directory ``input`` with the parts of
+        save ``save_id``; the implementation merges ``parts`` parts in a copy of it."""
+        self._check_common(level, requirements, description)
+        assert expect["result"] in ("ok", "error")
+        assert re.fullmatch(r"[0-9a-f]{16}", save_id) and 1 <= parts <= 65536
+        directory = self._directory(case_id)
+        for relative in sorted(files):
+            assert relative.startswith(input + "/") and ".." not in relative.split("/")
+            target = directory / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(files[relative])
+        (directory / input).mkdir(exist_ok=True)
+        case = {"id": case_id, "level": level, "requirements": requirements,
+                "description": description, "op": "merge", "input": input,
+                "save_id": save_id, "parts": parts, "expect": expect}
         (directory / "case.json").write_bytes(dump(case, TOP_ORDER))

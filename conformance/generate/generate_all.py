@@ -11,7 +11,8 @@ no case uses any more).
 
 Groups: ``read`` (valid checkpoints and what they mean), ``reject`` (damaged
 or invalid checkpoints and the error category a reader reports), ``write``
-(neutral descriptions a writer turns into a checkpoint).
+(neutral descriptions a writer turns into a checkpoint), ``merge`` (the parts
+of a multi-writer save, and what merging them gives or the error category).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import cases_merge  # noqa: E402
 import cases_read  # noqa: E402
 import cases_reject  # noqa: E402
 import cases_write  # noqa: E402
@@ -41,6 +43,7 @@ def generate(out: Path, *, update_cache: bool = False) -> Suite:
     cases_read.generate(suite)
     cases_reject.generate(suite)
     cases_write.generate(suite)
+    cases_merge.generate(suite)
     frames = ocfbytes.FRAMES
     if update_cache:
         frames.save()

@@ -41,7 +41,7 @@ KEYWORD = re.compile(r"(?<![A-Za-z`])(MUST NOT|MUST|REQUIRED|SHALL NOT|SHALL|SHO
                      r"NOT RECOMMENDED|RECOMMENDED|MAY|OPTIONAL)(?![A-Za-z`])")
 STRENGTH = {"MUST": 3, "SHOULD": 2, "MAY": 1}
 LEVEL_NEEDS = {"required": "MUST", "recommended": "SHOULD", "optional": "MAY"}
-GROUPS = ("read", "reject", "write")
+GROUPS = ("read", "reject", "write", "merge")
 CATEGORIES = {"MALFORMED", "INVALID", "UNSUPPORTED_VERSION", "UNKNOWN_REQUIRED_FEATURE",
               "INTEGRITY", "LIMIT_EXCEEDED", "NOT_FOUND"}
 CASE_ID = re.compile(r"^[a-z]+\.[a-z0-9][a-z0-9._-]*[a-z0-9]$")
@@ -50,6 +50,8 @@ DTYPES = {"bool": 1, "int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint8": 1, 
           "complex64": 8, "complex128": 16, "float8_e4m3fn": 1, "float8_e5m2": 1, "bytes": 0}
 READ_KEYS = {"id", "level", "requirements", "description", "op", "input", "expect"}
 WRITE_KEYS = {"id", "level", "requirements", "description", "op", "source", "layout", "expect"}
+MERGE_KEYS = {"id", "level", "requirements", "description", "op", "input", "save_id", "parts",
+              "expect"}
 OK_KEYS = {"result", "tensors", "metadata", "object_graph"}
 
 
@@ -178,9 +180,9 @@ def check_case(case: Any, directory: Path, group: str) -> list[str]:
         return ["not a JSON object"]
     problems: list[str] = []
     op = case.get("op")
-    if op not in ("read", "write"):
-        return [f"op is {op!r}, expected 'read' or 'write'"]
-    allowed = READ_KEYS if op == "read" else WRITE_KEYS
+    if op not in ("read", "write", "merge"):
+        return [f"op is {op!r}, expected 'read', 'write' or 'merge'"]
+    allowed = {"read": READ_KEYS, "write": WRITE_KEYS, "merge": MERGE_KEYS}[op]
     unknown, missing = set(case) - allowed, allowed - set(case)
     if unknown:
         problems.append(f"unknown keys {sorted(unknown)}")
@@ -192,7 +194,7 @@ def check_case(case: Any, directory: Path, group: str) -> list[str]:
         problems.append(f"id {case_id!r} is not a dotted lower-case name")
     elif case_id != expected_id:
         problems.append(f"id {case_id!r} does not match its directory ({expected_id!r})")
-    if (op == "write") != (group == "write"):
+    if (op == "write") != (group == "write") or (op == "merge") != (group == "merge"):
         problems.append(f"op {op!r} in group {group!r}")
     if case.get("level") not in LEVEL_NEEDS:
         problems.append(f"level {case.get('level')!r} is not one of {sorted(LEVEL_NEEDS)}")
@@ -208,6 +210,8 @@ def check_case(case: Any, directory: Path, group: str) -> list[str]:
     expect = case.get("expect")
     if op == "read":
         problems += _check_read(case, directory, expect, referenced, group)
+    elif op == "merge":
+        problems += _check_merge(case, directory, expect, referenced)
     else:
         problems += _check_write(case, directory, expect, referenced)
     for file in sorted(p for p in directory.rglob("*") if p.is_file()):
@@ -270,6 +274,30 @@ def _check_read(case: dict[str, Any], directory: Path, expect: Any, referenced: 
     else:
         # A file input inside a directory (D/index.ocf) references the whole directory.
         referenced.add(directory / Path(str(case["input"])).parts[0])
+    return problems
+
+
+def _check_merge(case: dict[str, Any], directory: Path, expect: Any,
+                 referenced: set[Path]) -> list[str]:
+    """A merge case: a directory of parts, the save id and count, a meaning or an error."""
+    problems = []
+    if not isinstance(expect, dict) or expect.get("result") not in ("ok", "error"):
+        return ["expect.result must be 'ok' or 'error'"]
+    if expect["result"] == "ok":
+        problems += _check_expect_ok(expect)
+    elif set(expect) != {"result", "category"} or expect.get("category") not in CATEGORIES:
+        problems.append("expect of an error must hold result and one of the seven categories")
+    if not isinstance(case.get("save_id"), str) or not re.fullmatch(r"[0-9a-f]{16}",
+                                                                     case["save_id"]):
+        problems.append(f"save_id {case.get('save_id')!r} is not 16 lowercase hex digits")
+    parts = case.get("parts")
+    if isinstance(parts, bool) or not isinstance(parts, int) or not 1 <= parts <= 65536:
+        problems.append(f"parts {parts!r} is not an integer in [1, 65536]")
+    target = _inside(directory, case.get("input"))
+    if target is None or not target.is_dir():
+        problems.append(f"input {case.get('input')!r} is not a directory in the case")
+    else:
+        referenced.add(target)
     return problems
 
 

@@ -2,11 +2,32 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pytest
+from s3server import S3Server, serve
 from samples import every_dtype
 
 
 @pytest.fixture
 def arrays() -> dict[str, np.ndarray]:
     return every_dtype()
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """A real S3-compatible server (moto) on loopback for the whole session.
+
+    ``.storage_options`` for ocf and fsspec in this process, ``.env`` for
+    child processes (FSSPEC_S3 and AWS variables), ``.fs`` to look inside.
+    """
+    pytest.importorskip("moto.server", reason="needs moto[server] (the frameworks extra)")
+    pytest.importorskip("s3fs", reason="needs s3fs: pip install 'ocf[s3]'")
+    yield from serve(tmp_path_factory.mktemp("moto") / "moto.log")
+
+
+@pytest.fixture
+def s3_bucket(s3_server: S3Server) -> str:
+    """A new, empty bucket on the session's S3 server: its ``s3://`` URL."""
+    return f"s3://{s3_server.new_bucket()}"

@@ -33,6 +33,7 @@ from ocf import dtypes
 from ocf.conformance.semantics import describe
 from ocf.errors import OCFError
 from ocf.graph import Node, SlotRef
+from ocf.parts import merge_parts
 
 REPO = Path(__file__).resolve().parents[2]
 CONFORMANCE = REPO / "conformance"
@@ -73,6 +74,7 @@ def _cases(op: str) -> list[Any]:
 
 READ_CASES = _cases("read")
 WRITE_CASES = _cases("write")
+MERGE_CASES = _cases("merge")
 
 
 # -- traceability ------------------------------------------------------------------------------
@@ -97,6 +99,8 @@ def test_suite_has_every_kind_of_case() -> None:
                                    "UNKNOWN_REQUIRED_FEATURE", "INTEGRITY", "LIMIT_EXCEEDED",
                                    "NOT_FOUND"}
     assert len(WRITE_CASES) >= 4
+    merge_categories = {case.values[1]["expect"].get("category") for case in MERGE_CASES}
+    assert {None, "NOT_FOUND", "INVALID", "INTEGRITY"} <= merge_categories
     size = sum(p.stat().st_size for p in CASES.rglob("*") if p.is_file())
     assert size < 2 << 20, f"conformance/cases holds {size} bytes; keep tensors tiny"
 
@@ -275,3 +279,30 @@ def test_reference_writer_gives_the_expected_result(tmp_path: Path, case_dir: Pa
         if source["object_graph"] is not None:
             writer.set_object_graph([_node(n) for n in source["object_graph"]["nodes"]])
     assert read_result(target) == case["expect"]
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+@pytest.mark.parametrize(("case_dir", "case"), MERGE_CASES)
+def test_reference_merge_gives_the_expected_result(tmp_path: Path, case_dir: Path,
+                                                   case: dict[str, Any]) -> None:
+    """Merge a copy of the parts; a failed merge must leave the copy as it was."""
+    directory = tmp_path / "parts"
+    shutil.copytree(case_dir / case["input"], directory)
+    before = _files(directory)
+    got: dict[str, Any] = {"result": "ok"}
+    try:
+        merge_parts(directory, save_id=case["save_id"], parts=case["parts"])
+    except OCFError as exc:
+        got = {"result": "error", "category": exc.category.value}
+    if case["expect"]["result"] == "error":
+        assert got == case["expect"]
+        assert _files(directory) == before, "a failed merge changed the directory"
+        return
+    assert got == {"result": "ok"}
+    assert read_result(directory) == case["expect"]
+    with ocf.Reader(directory) as reader:
+        for shard in reader.index.shards:  # referenced in place, not copied
+            assert before[shard.path] == (directory / shard.path).read_bytes()

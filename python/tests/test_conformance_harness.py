@@ -446,7 +446,7 @@ def test_the_adapter_answers_hello_unknown_ops_and_errors(tmp_path: Path) -> Non
     hello = adapter.handle({"op": "hello", "protocol": 1})
     assert hello["result"] == "hello"
     assert hello["protocol"] == 1
-    assert hello["ops"] == ["read", "write"]
+    assert hello["ops"] == ["read", "write", "merge"]
     assert adapter.handle({"op": "hello", "protocol": 2})["protocol"] == 1
     assert adapter.handle({"op": "hello", "protocol": 0})["category"] is None
     assert adapter.handle({"op": "rewrite"})["result"] == "skipped"

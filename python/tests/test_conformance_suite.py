@@ -101,7 +101,7 @@ def test_the_suite_is_there() -> None:
     cases = load_cases(CASES)
     groups = {case.group for case in cases}
     assert len(cases) >= 100, f"only {len(cases)} cases in {CASES}"
-    assert {"read", "reject", "write"} <= groups, groups
+    assert {"read", "reject", "write", "merge"} <= groups, groups
 
 
 # -- the reference implementation ----------------------------------------------

@@ -196,3 +196,13 @@ def test_missing_target_is_an_error(tmp_path: Path) -> None:
     result = run_tool(tmp_path / "nope.proto")
     assert result.returncode == 2
     assert "no such file" in result.stderr
+
+
+def test_default_run_lints_the_tensorflow_protos_too() -> None:
+    proto_root = Path(__file__).resolve().parents[2] / "proto" / "ocf"
+    expected = len(list((proto_root / "v1").glob("*.proto")))
+    expected += len(list((proto_root / "tensorflow" / "v1").glob("*.proto")))
+    result = run_tool()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith(f"{expected} files, ")
+    assert len(list((proto_root / "tensorflow" / "v1").glob("*.proto"))) >= 3

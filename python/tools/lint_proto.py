@@ -1,7 +1,8 @@
 """Lint the .proto files the way `buf lint` would (we cannot ship buf here).
 
 Run from anywhere:  python python/tools/lint_proto.py [ROOT_OR_FILE ...]
-Without arguments it lints proto/ocf/v1/*.proto. A directory argument is an
+Without arguments it lints proto/ocf/v1/*.proto and proto/ocf/tensorflow/v1/*.proto
+(OCF's declarations of TensorFlow's messages). A directory argument is an
 include root whose *.proto files are all linted (recursively); a file argument
 is linted alone, its include root worked out from its package statement.
 
@@ -55,7 +56,7 @@ from grpc_tools import protoc  # type: ignore[import-untyped]
 
 ROOT = Path(__file__).resolve().parents[2]
 PROTO_ROOT = ROOT / "proto"
-DEFAULT_PACKAGE_DIR = PROTO_ROOT / "ocf" / "v1"
+DEFAULT_PACKAGE_DIRS = (PROTO_ROOT / "ocf" / "v1", PROTO_ROOT / "ocf" / "tensorflow" / "v1")
 WELL_KNOWN_ROOT = Path(str(protoc.__file__)).with_name("_proto")
 
 # Fully-qualified names ("ocf.v1.Message.field") of repeated fields allowed a
@@ -65,6 +66,8 @@ PLURAL_EXCEPTIONS: frozenset[str] = frozenset(
     {
         # "children" is already plural (an English irregular plural).
         "ocf.v1.ObjectNode.children",
+        # Same word, in TensorFlow's object graph (name kept from TensorFlow).
+        "ocf.tensorflow.v1.TrackableObjectGraph.TrackableObject.children",
     }
 )
 
@@ -436,7 +439,7 @@ def include_root(file: Path) -> Path:
 def collect(targets: Sequence[Path]) -> dict[Path, list[Path]]:
     """Map each include root to the .proto files to lint under it."""
     if not targets:
-        return {PROTO_ROOT: sorted(DEFAULT_PACKAGE_DIR.glob("*.proto"))}
+        return {PROTO_ROOT: [p for d in DEFAULT_PACKAGE_DIRS for p in sorted(d.glob("*.proto"))]}
     groups: dict[Path, list[Path]] = {}
     for target in (t.resolve() for t in targets):
         if target.is_dir():
@@ -469,7 +472,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "targets",
         nargs="*",
         type=Path,
-        help="include roots or .proto files (default: proto/ocf/v1/*.proto)",
+        help="include roots or .proto files (default: proto/ocf/v1/*.proto and "
+        "proto/ocf/tensorflow/v1/*.proto)",
     )
     args = parser.parse_args(argv)
     try:

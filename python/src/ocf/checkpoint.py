@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Literal, overload
 
 import numpy as np
 
+from ocf.async_save import SaveHandle
 from ocf.restoring import NameMap, RestoreStatus, restore
-from ocf.saving import write
+from ocf.saving import write, write_async
 from ocf.tracking import Module, Variable
 
 SAVE_COUNTER = "save_counter"
@@ -42,14 +44,30 @@ class Checkpoint(Module):
         """How many numbered checkpoints :meth:`save` has written (restored too)."""
         return int(self._save_counter.value)
 
-    def save(self, prefix: str | os.PathLike[str], **options: object) -> str:
+    @overload
+    def save(self, prefix: str | os.PathLike[str], *, blocking: Literal[True] = True,
+             **options: object) -> str: ...
+
+    @overload
+    def save(self, prefix: str | os.PathLike[str], *, blocking: Literal[False],
+             **options: object) -> SaveHandle: ...
+
+    def save(self, prefix: str | os.PathLike[str], *, blocking: bool = True,
+             **options: object) -> str | SaveHandle:
         """Write the numbered checkpoint ``prefix-N``, N = save_counter + 1; return its path.
 
-        ``options`` go to :class:`ocf.Writer` (layout, compression, ...).
+        ``options`` go to :class:`ocf.Writer` (layout, compression,
+        storage_options for a URL prefix such as ``s3://bucket/run/ckpt``, ...).
+        With ``blocking=False``, return a :class:`ocf.async_save.SaveHandle`
+        once the tensors are copied to host memory; the write and commit run in
+        the background, and the counter stays advanced even if they fail.
         """
         self._save_counter.value[...] = self.save_counter + 1
+        path = f"{os.fspath(prefix)}-{self.save_counter}"
         try:
-            return self.write(f"{os.fspath(prefix)}-{self.save_counter}", **options)
+            if not blocking:
+                return write_async(self, path, **options)  # type: ignore[arg-type]
+            return self.write(path, **options)
         except BaseException:
             self._save_counter.value[...] = self.save_counter - 1
             raise

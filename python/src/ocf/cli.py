@@ -2,7 +2,9 @@
 
     ocf inspect PATH [--tensor KEY] [--all] [--no-verify]
     ocf tree PATH
+    (inspect and tree also take a TensorFlow checkpoint prefix, see ocf.tensorflow.show)
     ocf verify PATH
+    ocf convert SRC DST [--to FORMAT] [--from FORMAT]   (see ocf.convert)
     ocf conformance [--impl COMMAND] [...]   (see ocf.conformance.harness)
 
 Errors print as ``CATEGORY: file: detail [requirement]`` on stderr, and the
@@ -21,6 +23,7 @@ from ocf import __version__
 from ocf.errors import OCFError
 from ocf.graph import Node, ObjectGraph, Origin
 from ocf.reader import Reader
+from ocf.sources import Source, is_ocf_checkpoint, open_source
 
 
 def _size(n: int) -> str:
@@ -36,7 +39,20 @@ def _table(rows: Sequence[Sequence[str]]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
 
 
+def _is_tensorflow(path: str) -> bool:
+    if is_ocf_checkpoint(path):
+        return False
+    from ocf.tensorflow.bundle_reader import is_tf_checkpoint  # no TensorFlow needed
+
+    return is_tf_checkpoint(path)
+
+
 def inspect(args: argparse.Namespace) -> int:
+    if _is_tensorflow(args.path):
+        from ocf.tensorflow.show import inspect_tensorflow
+
+        return inspect_tensorflow(args.path, tensor=args.tensor, show_all=args.all,
+                                  verify=not args.no_verify)
     with Reader(args.path, verify=not args.no_verify) as reader:
         if args.tensor is not None:
             print(f"tensor_name: {args.tensor}")
@@ -62,18 +78,21 @@ def inspect(args: argparse.Namespace) -> int:
 
 
 def tree(args: argparse.Namespace) -> int:
-    with Reader(args.path, verify=False) as reader:
+    reader = open_source(args.path, verify=False)  # OCF or TensorFlow
+    try:
         graph = reader.object_graph
         if graph is None:
             print(f"{reader.path}: a name-based checkpoint (no object graph); "
-                  f"{len(reader)} tensors, see `ocf inspect`")
+                  f"{len(reader.keys())} tensors, see `ocf inspect`")
             return 0
         for line in draw_tree(graph, reader):
             print(line)
+    finally:
+        reader.close()
     return 0
 
 
-def draw_tree(graph: ObjectGraph, reader: Reader) -> list[str]:
+def draw_tree(graph: ObjectGraph, reader: Source) -> list[str]:
     """Lines drawing the object graph from the root.
 
     Each node is drawn once, at its canonical path; other edges to it (shared
@@ -107,7 +126,7 @@ def draw_tree(graph: ObjectGraph, reader: Reader) -> list[str]:
     return lines
 
 
-def _entries(graph: ObjectGraph, reader: Reader, node: int
+def _entries(graph: ObjectGraph, reader: Source, node: int
              ) -> list[tuple[str, int | None, bool]]:
     """(label, child node or None, whether the child is drawn here) per line.
 
@@ -117,8 +136,8 @@ def _entries(graph: ObjectGraph, reader: Reader, node: int
     stored = graph.nodes[node]
     entries: list[tuple[str, int | None, bool]] = []
     for name, key in stored.attributes.items():
-        info = reader[key]
-        entries.append((f".{name}: {info.dtype.name} {list(info.shape)}", None, False))
+        info = reader.summary(key)
+        entries.append((f".{name}: {info.dtype} {list(info.shape)}", None, False))
     for name, child_id in stored.children.items():
         entries.append((name, child_id, graph.origins[child_id] == Origin(node, name)))
     for slot in stored.slots:
@@ -142,6 +161,18 @@ def verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def convert(args: argparse.Namespace) -> int:
+    from ocf.convert import convert as run  # formats load their modules lazily
+
+    try:
+        source, target = run(args.src, args.dst, to=args.to, source_format=args.source_format)
+    except ImportError as exc:  # a format whose framework is not installed names its extra
+        print(f"ocf convert: {exc}", file=sys.stderr)
+        return 1
+    print(f"converted {args.src} ({source}) -> {args.dst} ({target})")
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ocf", description="Open Checkpoint Format tools")
     parser.add_argument("--version", action="version", version=f"ocf {__version__}")
@@ -158,6 +189,14 @@ def _parser() -> argparse.ArgumentParser:
     p = commands.add_parser("verify", help="check structure and every checksum")
     p.add_argument("path", help="a checkpoint file, or a directory holding index.ocf")
     p.set_defaults(run=verify)
+    p = commands.add_parser("convert", help="convert to or from safetensors, npz and others")
+    p.add_argument("src", help="the checkpoint to read; its format is detected")
+    p.add_argument("dst", help="where to write; the format follows --to, else the suffix, "
+                   "else OCF")
+    p.add_argument("--to", metavar="FORMAT", help="the format to write (see ocf.convert)")
+    p.add_argument("--from", dest="source_format", metavar="FORMAT",
+                   help="the format of SRC, when detection cannot tell")
+    p.set_defaults(run=convert)
     # Only listed here: main() hands its arguments to the harness's own parser.
     commands.add_parser("conformance", add_help=False,
                         help="run the conformance suite against an implementation")

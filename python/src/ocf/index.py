@@ -31,6 +31,9 @@ from ocf.v1 import index_pb2, object_graph_pb2
 # Feature names this implementation understands [R-FEAT-001]. Format 1.0
 # defines none [R-FEAT-002].
 SUPPORTED_FEATURES: frozenset[str] = frozenset()
+# Marks a part index (spec/parts.md): understood only by the merge, so that
+# every reader of checkpoints refuses a part index [R-PART-001].
+PART_FEATURE = "part"
 
 SHARD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
 # Names Windows reserves for devices, with or without an extension [R-SHARD-005].
@@ -51,30 +54,45 @@ class IndexModel:
     # The stored object graph, checked only when read (ocf.graph); None for a
     # name-based checkpoint.
     graph_message: object_graph_pb2.ObjectGraph | None
+    # The identity of a part index (spec/parts.md); None in a checkpoint.
+    part: index_pb2.Part | None = None
 
 
-def decode_index(data: bytes, path: str, index_offset: int) -> IndexModel:
-    """Parse and validate the index bytes of the index file at ``path``."""
+def decode_index(data: bytes, path: str, index_offset: int, *, part: bool = False
+                 ) -> IndexModel:
+    """Parse and validate the index bytes of the index file at ``path``.
+
+    ``part`` decodes a part index (spec/parts.md) for a merge: the feature
+    ``part`` is then understood, and the boxes of a sliced tensor need not
+    cover its shape, since other parts hold the rest [R-PART-001].
+    """
     message = index_pb2.Index()
     try:
         message.ParseFromString(data)
     except (DecodeError, RecursionError, ValueError) as exc:
         raise MalformedError(f"index does not parse as ocf.v1.Index: {exc}", path=path,
                              requirement="R-FILE-007") from None
-    unknown = [f for f in message.header.required_features if f not in SUPPORTED_FEATURES]
+    known = SUPPORTED_FEATURES | {PART_FEATURE} if part else SUPPORTED_FEATURES
+    unknown = [f for f in message.header.required_features if f not in known]
+    if PART_FEATURE in unknown:
+        raise UnknownRequiredFeatureError(
+            "this is the part index of one writer of a save, not a checkpoint: merge the "
+            "parts (ocf.parts.merge_parts) and open the checkpoint", path=path,
+            requirement="R-PART-003")
     if unknown:
         raise UnknownRequiredFeatureError(
             f"checkpoint requires features this reader does not implement: {', '.join(unknown)}",
             path=path, requirement="R-FEAT-001")
     shards = check_shards(list(message.shards), path, index_offset)
-    tensors = Tables(message.tensors, message.blocks, shards, path)
+    tensors = Tables(message.tensors, message.blocks, shards, path, partial=part)
     try:
         metadata = decode_map(message.metadata)
     except LimitExceededError as exc:
         raise LimitExceededError(exc.detail, path=path, requirement=exc.requirement) from None
     graph = message.object_graph if message.HasField("object_graph") else None
     return IndexModel(tuple(message.header.required_features), message.header.writer, shards,
-                      tensors, metadata, graph)
+                      tensors, metadata, graph,
+                      message.part if part and message.HasField("part") else None)
 
 
 def check_shards(shards: list[index_pb2.Shard], path: str, index_offset: int

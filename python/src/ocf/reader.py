@@ -48,6 +48,8 @@ from ocf.metadata import MetadataValue
 from ocf.model import Block, TensorInfo
 from ocf.raw import check_bool, decode_strings
 from ocf.slicing import Box, as_array_index, chunks_touching, intersect, select
+from ocf.storage.location import ObjectPath, StorageOptions, locate
+from ocf.storage.reading import ObjectShard, resolve_object
 from ocf.tables import SmallPlain
 
 # Uncompressed blocks are read in groups of chunks of about this many bytes,
@@ -116,6 +118,9 @@ class _GroupRead(NamedTuple):
 class _Shard:
     """An open file holding tensor bytes; memory-mapped on first use."""
 
+    mappable = True
+    read_group = _PLAIN_GROUP
+
     def __init__(self, path: Path, fd: int, size: int) -> None:
         self.path = path
         self.fd = fd
@@ -159,6 +164,9 @@ class _Shard:
             self._map = mmap.mmap(self.fd, self.size, access=mmap.ACCESS_READ)
         return self._map
 
+    def pread(self, length: int, offset: int) -> bytes:
+        return _pread_exact(self.fd, length, offset, self.path)
+
     def read_into(self, buffer: memoryview, offset: int) -> None:
         while buffer:
             count = os.preadv(self.fd, [buffer], offset)
@@ -178,36 +186,52 @@ class _Shard:
 class Reader(Mapping[str, TensorInfo]):
     """An open checkpoint: a read-only mapping from key to :class:`TensorInfo`."""
 
-    def __init__(self, path: str | os.PathLike[str], *, verify: bool = True) -> None:
-        self.path = resolve(path)
+    def __init__(self, path: str | os.PathLike[str], *, verify: bool = True,
+                 storage_options: StorageOptions | None = None) -> None:
+        """Open ``path``: a local path, or a URL of an fsspec filesystem (``s3://...``)
+        whose ``storage_options`` go to fsspec; objects are read by ranges, never mapped."""
+        where = locate(path, storage_options)
+        self.path: Path | ObjectPath
         self.verify = verify
         self.bytes_read = 0
         self._verified: set[tuple[int, int, int]] = set()
         self._pool: ThreadPoolExecutor | None = None
-        self._shards: list[_Shard] = []
+        self._shards: list[_Shard | ObjectShard] = []
         self._graph: ObjectGraph | None = None
-        fd = os.open(self.path, os.O_RDONLY)
-        self._own = _Shard(self.path, fd, os.fstat(fd).st_size)
+        self._own: _Shard | ObjectShard
+        if isinstance(where, ObjectPath):
+            self.path = resolve_object(where)
+            self._own = ObjectShard.open_index(self.path)
+        else:
+            self.path = resolve(where)
+            fd = os.open(self.path, os.O_RDONLY)
+            self._own = _Shard(self.path, fd, os.fstat(fd).st_size)
         try:
             self.index = self._read_index(self._own)
             for shard in self.index.shards:
-                self._shards.append(self._own if shard.path == "" else _Shard.open(
-                    self.path.parent / shard.path, shard.length))
+                self._shards.append(self._own if shard.path == "" else
+                                    self._open_shard(shard.path, shard.length))
         except BaseException:
             self.close()
             raise
 
+    def _open_shard(self, name: str, length: int) -> _Shard | ObjectShard:
+        """The shard ``name`` of the index, beside the index file [R-SHARD-001]."""
+        if isinstance(self.path, ObjectPath):
+            return ObjectShard.open(self.path.parent / name, length)
+        return _Shard.open(self.path.parent / name, length)
+
     # -- opening --------------------------------------------------------------
 
-    def _read_index(self, own: _Shard) -> IndexModel:
+    def _read_index(self, own: _Shard | ObjectShard) -> IndexModel:
         path, size = own.path, own.size
         tail = b""
         if size >= MIN_FILE_SIZE:  # else parse_footer reports the truncation
-            check_preamble(_pread_exact(own.fd, PREAMBLE_SIZE, 0, path), path)
-            tail = _pread_exact(own.fd, FOOTER_SIZE, size - FOOTER_SIZE, path)
+            check_preamble(own.pread(PREAMBLE_SIZE, 0), path)
+            tail = own.pread(FOOTER_SIZE, size - FOOTER_SIZE)
         footer = parse_footer(tail, size, path)
         self.format_version = (footer.format_major, footer.format_minor)
-        data = _pread_exact(own.fd, footer.index_length, footer.index_offset, path)
+        data = own.pread(footer.index_length, footer.index_offset)
         if crc32c(data) != footer.index_crc32c:
             raise IntegrityError(f"index checksum is {crc32c(data):#010x}, the footer says "
                                  f"{footer.index_crc32c:#010x}", path=path,
@@ -249,7 +273,8 @@ class Reader(Mapping[str, TensorInfo]):
         """The tensor ``key``; a read-only zero-copy view when it is stored uncompressed."""
         info = self[key]
         block = info.block
-        if block is None or block.compression is not Compression.NONE or info.dtype.is_bytes:
+        if block is None or block.compression is not Compression.NONE or info.dtype.is_bytes \
+                or not self._shards[block.shard].mappable:
             return self.read_tensor(key)
         raw = self._mapped(block)
         self._verify_chunks(info, block, range(block.chunk_count), raw)
@@ -332,7 +357,9 @@ class Reader(Mapping[str, TensorInfo]):
     def _mapped(self, block: Block) -> np.ndarray:
         if block.raw_length == 0:
             return np.empty(0, dtype=np.uint8)
-        return np.frombuffer(self._shards[block.shard].mapping(), dtype=np.uint8,
+        shard = self._shards[block.shard]
+        assert isinstance(shard, _Shard)  # callers map only local files
+        return np.frombuffer(shard.mapping(), dtype=np.uint8,
                              count=block.raw_length, offset=block.offset)
 
     def _verify_chunks(self, info: TensorInfo, block: Block, chunks: Iterator[int] | range,
@@ -383,7 +410,7 @@ class Reader(Mapping[str, TensorInfo]):
         group is read at once on the calling thread.
         """
         shard = self._shards[block.shard]
-        per_group = max(1, _PLAIN_GROUP // block.raw_chunk_size) if block.chunk_count else 1
+        per_group = max(1, shard.read_group // block.raw_chunk_size) if block.chunk_count else 1
         groups = [range(first, min(first + per_group, block.chunk_count))
                   for first in range(0, block.chunk_count, per_group)]
         self.bytes_read += block.raw_length
@@ -395,11 +422,28 @@ class Reader(Mapping[str, TensorInfo]):
                            pool.submit(self._read_group, shard, block, out, chunks))
                 for chunks in groups]
 
-    def _read_group(self, shard: _Shard, block: Block, out: memoryview, chunks: range
-                    ) -> list[int]:
+    def _read_group(self, shard: _Shard | ObjectShard, block: Block, out: memoryview,
+                    chunks: range) -> list[int]:
         start, end = block.raw_range(chunks[0])[0], block.raw_range(chunks[-1])[1]
         shard.read_into(out[start:end], block.offset + start)
         return self._crcs(block, out, chunks) if self.verify else []
+
+    def _read_chunks(self, info: TensorInfo, block: Block, chunks: list[int],
+                     out: memoryview) -> None:
+        """Read and check the given chunks of an uncompressed block into ``out``, one
+        read per run of consecutive chunks (ranged GETs of an object, in parallel)."""
+        runs: list[range] = []
+        for i in chunks:
+            if runs and runs[-1].stop == i:
+                runs[-1] = range(runs[-1].start, i + 1)
+            else:
+                runs.append(range(i, i + 1))
+        shard = self._shards[block.shard]
+        self.bytes_read += sum(b - a for a, b in map(block.raw_range, chunks))
+        pool = self._threads()
+        self._finish_reads([_GroupRead(info, block, run,
+                                       pool.submit(self._read_group, shard, block, out, run))
+                            for run in runs])
 
     def _finish_reads(self, reads: list[_GroupRead]) -> None:
         """Wait for group reads and check their checksums, in order."""
@@ -425,7 +469,7 @@ class Reader(Mapping[str, TensorInfo]):
 
         def decode(i: int) -> None:
             start, end = block.stored_range(i)
-            stored = _pread_exact(shard.fd, end - start, start, shard.path)
+            stored = shard.pread(end - start, start)
             if self.verify:
                 self._check_crc(info, block, i, crc32c(stored))
             a, b = block.raw_range(i)
@@ -451,9 +495,12 @@ class Reader(Mapping[str, TensorInfo]):
             return self._materialize(info, self._read_block(info, block), shape, window)
         chunks = chunks_touching(shape, info.dtype.itemsize, block.raw_chunk_size,
                                  block.chunk_count, box)
-        if block.compression is Compression.NONE:
+        if block.compression is Compression.NONE and self._shards[block.shard].mappable:
             raw = self._mapped(block)
             self._verify_chunks(info, block, iter(chunks.tolist()), raw)
+        elif block.compression is Compression.NONE:  # an object: fetch only those chunks
+            raw = np.zeros(block.raw_length, dtype=np.uint8)
+            self._read_chunks(info, block, chunks.tolist(), raw.data)
         else:
             # Zero-filled pages are only allocated once written: decoding the
             # chunks that hold the region touches nothing else.

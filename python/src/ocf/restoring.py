@@ -10,6 +10,11 @@ optimizer and its variable are matched, whichever comes first.
 
 :class:`RestoreStatus` tells what matched; its assertions name the paths
 that did not.
+
+The checkpoint can be an OCF checkpoint or a TensorFlow one (a
+``tf.train.Checkpoint`` prefix, or a ``tf.compat.v1.train.Saver`` one, restored
+by name): both are read through :mod:`ocf.sources`, so the matching, the
+restore-on-create and the status assertions are the same for both.
 """
 
 from __future__ import annotations
@@ -19,10 +24,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ocf.errors import InvalidError, NotFoundError
+from ocf.errors import InvalidError, NotFoundError, OCFError
 from ocf.graph import ObjectGraph, SlotRef
-from ocf.reader import Reader
 from ocf.saving import collect
+from ocf.sources import Source, open_source
 from ocf.tracking import Tracked, defer, is_trackable, track
 
 NameMap = Mapping[str, str] | Callable[[str], str]
@@ -36,7 +41,7 @@ class RestoreMismatchError(AssertionError):
 class _Session:
     """One restore in progress; lives as long as some restore waits on an object."""
 
-    reader: Reader
+    reader: Source
     graph: ObjectGraph
     scope: set[int]  # checkpoint nodes this restore is responsible for
     matched: dict[int, object] = field(default_factory=dict)
@@ -76,7 +81,13 @@ class _Session:
     def _restore_values(self, node: int, view: Tracked) -> None:
         stored = self.graph.nodes[node]
         if stored.attributes:
-            view.restore_tensors(self._values(node))
+            try:
+                view.restore_tensors(self._values(node))
+            except OCFError as exc:  # an adapter's error: say which tensor it was
+                if exc.key is not None:
+                    raise
+                raise type(exc)(exc.detail, key=next(iter(stored.attributes.values())),
+                                requirement=exc.requirement) from None
         if stored.metadata:
             view.restore_metadata(stored.metadata)
 
@@ -172,16 +183,21 @@ def restore(root: object, path: str, *, start: str = "", name_map: NameMap | Non
     saved it under that name). A checkpoint without object graph is restored
     by name: each live tensor's flat key, mapped through ``name_map`` (a
     dict or a function), names the checkpoint tensor to take.
+
+    ``path`` may also name a TensorFlow checkpoint (its prefix, as
+    ``tf.train.Checkpoint.save`` returns it); TensorFlow's object graph is
+    matched like OCF's, its variables' ``VARIABLE_VALUE`` arriving as
+    ``value`` (ocf.tensorflow.objects). TensorFlow is not needed.
     """
     check_restorable(root)
-    reader = Reader(path, verify=verify)
+    reader = open_source(path, verify=verify)
     try:
         graph = reader.object_graph
-        if graph is None or name_map is not None:
-            return _restore_by_name(root, reader, name_map)
     except BaseException:
         reader.close()
         raise
+    if graph is None or name_map is not None:
+        return _restore_by_name(root, reader, name_map)  # closes the reader, also on errors
     begin = graph.node_at([p for p in start.split("/") if p])
     if begin is None:
         reader.close()
@@ -203,10 +219,10 @@ def _reachable(graph: ObjectGraph, begin: int) -> set[int]:
     return seen
 
 
-def _restore_by_name(root: object, reader: Reader, name_map: NameMap | None) -> RestoreStatus:
+def _restore_by_name(root: object, reader: Source, name_map: NameMap | None) -> RestoreStatus:
     try:
         live = collect(root)
-        by_name = _ByName(set(reader))
+        by_name = _ByName(set(reader.keys()))
         for node, obj in zip(live.nodes, live.objects):
             values = {}
             for attribute, key in node.attributes.items():

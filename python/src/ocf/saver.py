@@ -5,6 +5,11 @@ saves them under those names and restores into the same arrays in place,
 so a dict renames in both directions and a partial dict saves or restores a
 subset. :func:`list_variables` and :func:`load_variable` inspect a
 checkpoint without a Saver.
+
+All three also read TensorFlow checkpoints (the prefix a
+``tf.compat.v1.train.Saver`` or ``tf.train.Checkpoint`` wrote), through
+:mod:`ocf.sources`, without TensorFlow: a partitioned variable is read
+whole, and a string tensor as an object array of ``bytes``.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import numpy as np
 
 from ocf.errors import InvalidError
 from ocf.files import save_file
-from ocf.reader import Reader
+from ocf.sources import open_source
 
 
 class Saver:
@@ -42,7 +47,7 @@ class Saver:
         :func:`ocf.files.save_file`.
         """
         target = os.fspath(path) + ("" if global_step is None else f"-{int(global_step)}")
-        save_file(self.var_list, target, **options)  # type: ignore[arg-type]
+        save_file(self.var_list, target, **options)  # type: ignore[call-overload]
         return target
 
     def restore(self, path: str | os.PathLike[str], *, verify: bool = True) -> None:
@@ -51,30 +56,40 @@ class Saver:
         Every value is checked and read before any array is changed, so a
         failed restore leaves all arrays as they were.
         """
-        with Reader(path, verify=verify) as reader:
+        reader = open_source(path, verify=verify)
+        try:
             for name, target in self.var_list.items():
-                info = reader[name]
-                if info.dtype.numpy != target.dtype.newbyteorder("<") and not (
-                    info.dtype.is_bytes and target.dtype == object
+                info = reader.summary(name)
+                if info.numpy != target.dtype.newbyteorder("<") and not (
+                    info.numpy is None and target.dtype == object
                 ):
-                    raise InvalidError(f"checkpoint has dtype {info.dtype.name}, the array "
+                    raise InvalidError(f"checkpoint has dtype {info.dtype}, the array "
                                        f"{target.dtype}", path=reader.path, key=name)
                 if info.shape != target.shape:
                     raise InvalidError(f"checkpoint has shape {list(info.shape)}, the array "
                                        f"{list(target.shape)}", path=reader.path, key=name)
             # Read (and verify) everything before changing anything.
             values = {name: reader.get_tensor(name) for name in self.var_list}
-            for name, target in self.var_list.items():
-                np.copyto(target, values[name])
+        finally:
+            reader.close()
+        for name, target in self.var_list.items():
+            np.copyto(target, values[name])
 
 
 def list_variables(path: str | os.PathLike[str]) -> list[tuple[str, str, tuple[int, ...]]]:
     """(name, dtype name, shape) of every tensor, sorted by name."""
-    with Reader(path) as reader:
-        return sorted((key, info.dtype.name, info.shape) for key, info in reader.items())
+    reader = open_source(path)
+    try:
+        summaries = {key: reader.summary(key) for key in reader}
+    finally:
+        reader.close()
+    return sorted((key, s.dtype, s.shape) for key, s in summaries.items())
 
 
 def load_variable(path: str | os.PathLike[str], name: str) -> np.ndarray:
     """The value of one tensor as a new array."""
-    with Reader(path) as reader:
+    reader = open_source(path)
+    try:
         return reader.read_tensor(name)
+    finally:
+        reader.close()

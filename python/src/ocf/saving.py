@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ocf.async_save import SaveHandle, Snapshot, frozen_metadata, submit, wait_for_pending
 from ocf.errors import InvalidError
 from ocf.graph import Node, SlotRef, attribute_key, canonical_paths, check_name
 from ocf.tracking import Tracked, is_trackable, track
@@ -104,9 +105,29 @@ def _tensors(nodes: list[Node], views: list[Tracked], paths: list[str]
 def write(root: object, path: str | os.PathLike[str], *,
           metadata: Mapping[str, object] | None = None, **options: object) -> str:
     """Save everything reachable from ``root`` as one object-based checkpoint."""
+    wait_for_pending()  # never two saves at once (ocf.async_save)
     graph = collect(root)
+    return write_graph(graph.nodes, graph.tensors, path, metadata, options)
+
+
+def write_async(root: object, path: str | os.PathLike[str], *,
+                metadata: Mapping[str, object] | None = None, **options: object) -> SaveHandle:
+    """:func:`write` in the background, once the tensors are copied (ocf.async_save)."""
+    graph = collect(root)  # the objects as they are now; the tensors copied by submit
+    frozen = frozen_metadata(metadata)
+
+    def job(snapshot: Snapshot) -> str:
+        return write_graph(graph.nodes, snapshot, path, frozen, options)
+
+    return submit(graph.tensors, job, os.fspath(path))
+
+
+def write_graph(nodes: list[Node], tensors: Mapping[str, np.ndarray],
+                path: str | os.PathLike[str], metadata: Mapping[str, object] | None,
+                options: Mapping[str, object]) -> str:
+    """Write a collected graph and its tensors as one checkpoint at ``path``."""
     with Writer(path, metadata=metadata, **options) as writer:  # type: ignore[arg-type]
-        for key, value in graph.tensors.items():
+        for key, value in tensors.items():
             writer.write(key, value)
-        writer.set_object_graph(graph.nodes)
+        writer.set_object_graph(nodes)
     return os.fspath(path)

@@ -34,6 +34,11 @@ def boxes_tile(boxes: Sequence[Box], shape: tuple[int, ...]) -> bool:
     return inside and volume == prod(shape) and _disjoint(boxes)
 
 
+def boxes_disjoint(boxes: Sequence[Box]) -> bool:
+    """True when no two of the boxes (each inside one shape) share an element."""
+    return _disjoint(boxes)
+
+
 def _disjoint(boxes: Sequence[Box]) -> bool:
     """True when no two boxes share an element.
 

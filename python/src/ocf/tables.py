@@ -37,7 +37,7 @@ from ocf.limits import (
     nonzero_product,
 )
 from ocf.model import Block, Piece, ShardInfo, TensorInfo
-from ocf.slicing import boxes_tile
+from ocf.slicing import boxes_disjoint, boxes_tile
 from ocf.v1 import tensor_pb2
 
 _U64 = np.uint64
@@ -59,8 +59,11 @@ class Tables(Mapping[str, TensorInfo]):
     """The checked tables of one index: a mapping from key to TensorInfo."""
 
     def __init__(self, tensors: tensor_pb2.TensorTable, blocks: tensor_pb2.BlockTable,
-                 shards: tuple[ShardInfo, ...], path: str) -> None:
+                 shards: tuple[ShardInfo, ...], path: str, *, partial: bool = False) -> None:
         self.path = path
+        # The tables of a part index (spec/parts.md): a sliced tensor's boxes are
+        # disjoint but may leave gaps that other parts fill [R-PART-001].
+        self._partial = partial
         self._infos: dict[int, TensorInfo] = {}
         self._column_lists: _ColumnLists | None = None
         self._crc_array: np.ndarray | None = None
@@ -239,7 +242,9 @@ class Tables(Mapping[str, TensorInfo]):
                 self._block_counts[j] = prod(extent)
                 boxes.append((start, extent))
                 at += rank
-            if not boxes_tile(boxes, shape):
+            if self._partial and not boxes_disjoint(boxes):
+                self._fail(InvalidError, "slices of the part overlap", "R-PART-001", row)
+            if not self._partial and not boxes_tile(boxes, shape):
                 self._fail(InvalidError, "slices overlap or do not cover the shape exactly",
                            "R-SLICE-002", row)
 

@@ -49,6 +49,8 @@ from ocf.limits import (
 from ocf.metadata import encode_map
 from ocf.raw import to_raw
 from ocf.slicing import boxes_tile
+from ocf.storage.location import ObjectPath, StorageOptions, locate, object_kind
+from ocf.storage.uploading import ObjectOutput, remove_unreferenced_objects
 from ocf.v1 import index_pb2, tensor_pb2
 
 Layout = Literal["file", "directory"]
@@ -178,8 +180,11 @@ class Writer:
         metadata: Mapping[str, object] | None = None,
         threads: int | None = None,
         write_id: str | None = None,
+        storage_options: StorageOptions | None = None,
     ) -> None:
-        self.target = Path(path)
+        # A URL (s3://...) names an object store: its files are uploaded under
+        # their final names, and completing the index upload commits [R-COMMIT-005].
+        self.target: Path | ObjectPath = locate(path, storage_options)
         self.layout = layout
         self.compression = Compression.parse(compression)
         self._codec = self.compression.value
@@ -201,7 +206,7 @@ class Writer:
         self._graph: list[Node] | None = None
         self._threads = threads or min(4, os.cpu_count() or 1)
         self._pool = ThreadPoolExecutor(max_workers=self._threads)
-        self._files: list[_OutputFile] = []
+        self._files: list[_OutputFile | ObjectOutput] = []
         self._created_directory = False
         self._closed = False
         self._prepare_target()
@@ -285,7 +290,7 @@ class Writer:
         for output in self._files:
             output.discard()
         self._files.clear()
-        if self._created_directory:
+        if self._created_directory and isinstance(self.target, Path):
             with contextlib.suppress(OSError):  # only if nothing else was put there
                 self.target.rmdir()
         self._closed = True
@@ -348,7 +353,7 @@ class Writer:
                       chunk_size, crcs, lengths)
 
     def _write_plain(
-        self, output: _OutputFile, raw: memoryview, ranges: list[tuple[int, int]]
+        self, output: _OutputFile | ObjectOutput, raw: memoryview, ranges: list[tuple[int, int]]
     ) -> list[int]:
         def checksums() -> list[int]:
             return [crc32c(raw[a:b]) for a, b in ranges]
@@ -379,7 +384,9 @@ class Writer:
     def _prepare_target(self) -> None:
         if self.layout not in ("file", "directory"):
             raise InvalidError(f"layout must be 'file' or 'directory', not {self.layout!r}")
-        if self.layout == "file":
+        if isinstance(self.target, ObjectPath):
+            self._prepare_object_target(self.target)
+        elif self.layout == "file":
             if self.target.is_dir():
                 raise InvalidError("target is a directory; use layout='directory' to write "
                                    "the multi-file form", path=self.target)
@@ -394,7 +401,22 @@ class Writer:
                 fsync_dir(self.target.parent)  # the new directory's name is durable
                 self._created_directory = True
 
-    def _output_for(self, size: int) -> _OutputFile:
+    def _prepare_object_target(self, target: ObjectPath) -> None:
+        """Refuse a target of the other form; an object store needs no directories."""
+        kind = object_kind(target)
+        if self.layout == "file":
+            if kind == "directory":
+                raise InvalidError("target is a prefix holding objects; use "
+                                   "layout='directory' to write the multi-file form", path=target,
+                                   requirement="R-COMMIT-005")
+            # Under its final name: the object exists once its upload completes.
+            self._files.append(ObjectOutput(target))
+            self._index.shards.add(path="")
+        elif kind == "file":
+            raise InvalidError("target exists and is an object, not a prefix", path=target,
+                               requirement="R-COMMIT-005")
+
+    def _output_for(self, size: int) -> _OutputFile | ObjectOutput:
         if self.layout == "file":
             return self._files[0]
         if not self._files or (
@@ -403,7 +425,9 @@ class Writer:
             > self.max_shard_size
         ):
             name = f"data-{self.write_id}-{len(self._files):05d}.ocfd"
-            self._files.append(_OutputFile(self.target / name))
+            path = self.target / name
+            self._files.append(ObjectOutput(path) if isinstance(path, ObjectPath)
+                               else _OutputFile(path))
         return self._files[-1]
 
     def _fill_tables(self) -> None:
@@ -473,26 +497,44 @@ class Writer:
         footer = Footer(index_offset, len(index_bytes), crc32c(index_bytes))
         output.write(footer.pack())
         assert output.position == index_offset + len(index_bytes) + FOOTER_SIZE
-        output.close_durably()
-        publish(output.path, self.target)
+        output.close_durably()  # for an object, this is the commit [R-COMMIT-005]
+        if isinstance(output, _OutputFile):
+            assert isinstance(self.target, Path)
+            publish(output.path, self.target)
         self._files.clear()
 
     def _commit_directory(self) -> None:
+        self._publish_index(INDEX_FILE_NAME)
+        referenced = {s.path for s in self._index.shards}
+        if isinstance(self.target, ObjectPath):
+            remove_unreferenced_objects(self.target, referenced)
+        else:
+            _remove_unreferenced(self.target, referenced)
+
+    def _publish_index(self, name: str) -> None:
+        """Steps 4 to 8 of [R-COMMIT-002]: sync the shards, list them, and publish
+        the index under ``name`` in the target directory (a part index publishes
+        under its own name, spec/parts.md)."""
         for output in self._files:
             output.close_durably()
             self._index.shards.add(path=output.path.name, length=output.position)
         index_bytes = self._index_bytes()
-        index_file = _OutputFile(temp_path(self.target / INDEX_FILE_NAME, self.write_id))
+        final = self.target / name
+        # An object store: the index is uploaded under its final name, after every
+        # shard upload completed; completing it is the commit [R-COMMIT-005].
+        index_file = (ObjectOutput(final) if isinstance(final, ObjectPath)
+                      else _OutputFile(temp_path(final, self.write_id)))
         self._files.append(index_file)
         index_offset = index_file.position
         index_file.write(index_bytes)
         index_file.write(Footer(index_offset, len(index_bytes), crc32c(index_bytes)).pack())
         index_file.close_durably()
-        fsync_dir(self.target)
-        publish(index_file.path, self.target / INDEX_FILE_NAME)
-        referenced = {s.path for s in self._index.shards}
+        if isinstance(index_file, _OutputFile):
+            assert isinstance(self.target, Path)
+            assert isinstance(final, Path)
+            fsync_dir(self.target)
+            publish(index_file.path, final)
         self._files.clear()
-        _remove_unreferenced(self.target, referenced)
 
 
 def _remove_unreferenced(directory: Path, referenced: set[str]) -> None:

@@ -4,7 +4,8 @@ Run as ``python -m ocf.conformance.adapter``: it reads one JSON request per
 line on stdin and writes one JSON response per line on stdout until
 ``bye`` or end of input. Reads go through :class:`ocf.Reader` and
 :func:`ocf.conformance.semantics.describe`; writes through
-:class:`ocf.Writer` from a write case's source.json.
+:class:`ocf.Writer` from a write case's source.json; merges through
+:func:`ocf.parts.merge_parts`.
 
 If the environment variable ``OCF_CONFORMANCE_BUG`` names a bug of
 :mod:`ocf.conformance.bugs`, that bug is applied before serving, so that
@@ -24,6 +25,7 @@ from typing import Any, TextIO
 from ocf import __version__
 from ocf.conformance import bugs, semantics, source
 from ocf.errors import OCFError
+from ocf.parts import merge_parts
 from ocf.reader import Reader
 from ocf.writer import Writer
 
@@ -37,7 +39,7 @@ def hello(request: Message) -> Message:
     if not isinstance(offered, int) or offered < PROTOCOL:
         return _failure(f"this adapter speaks protocol {PROTOCOL}, the harness {offered!r}")
     return {"result": "hello", "name": "ocf-python", "version": __version__,
-            "protocol": PROTOCOL, "ops": ["read", "write"], "features": []}
+            "protocol": PROTOCOL, "ops": ["read", "write", "merge"], "features": []}
 
 
 def read(request: Message) -> Message:
@@ -58,6 +60,12 @@ def write(request: Message) -> Message:
     return {"result": "ok"}
 
 
+def merge(request: Message) -> Message:
+    """Merge the parts of a save in place (spec/parts.md)."""
+    merge_parts(request["path"], save_id=request["save_id"], parts=request["parts"])
+    return {"result": "ok"}
+
+
 def handle(request: Message) -> Message:
     """The response to one request (without its id)."""
     op = request.get("op")
@@ -68,6 +76,8 @@ def handle(request: Message) -> Message:
             return read(request)
         if op == "write":
             return write(request)
+        if op == "merge":
+            return merge(request)
     except OCFError as exc:
         return {"result": "error", "category": exc.category.value, "message": str(exc)}
     except Exception as exc:  # not a format error: a bug here, or the environment

@@ -34,6 +34,7 @@ import ocf.container
 import ocf.graph
 import ocf.index
 import ocf.metadata
+import ocf.parts.merging
 import ocf.reader
 import ocf.tables
 import ocf.writer
@@ -319,6 +320,23 @@ def drop_slot_variables() -> None:
         return graph
 
     _patch(ocf.reader, "decode_graph", without_slots)
+
+
+# -- merging -------------------------------------------------------------------
+
+@bug("merge.part-of-another-save", "merge.part-number-differs")
+def merge_trusts_part_names() -> None:
+    """The merge takes a part file's name for its identity.
+
+    Imitates a merger that never compares ``Index.part`` with the save, part
+    number and count it was asked for [R-PART-004]: a part file of another
+    save, or copied under another part's name, is merged as if it belonged.
+    """
+
+    def trust(path: object, identity: object, expected: object) -> None:
+        return None
+
+    _patch(ocf.parts.merging, "check_identity", trust)
 
 
 # -- writing -------------------------------------------------------------------

@@ -19,12 +19,13 @@ from typing import Any
 from ocf.errors import Category
 
 LEVELS = ("required", "recommended", "optional")
-OPS = ("read", "write")
+OPS = ("read", "write", "merge")
 LAYOUTS = ("file", "directory")
 CATEGORIES = tuple(c.value for c in Category)
 # Ids are dotted slugs, usable as file names and in fnmatch patterns.
 ID_PATTERN = re.compile(r"[A-Za-z0-9_+-]+(\.[A-Za-z0-9_+-]+)*")
 MEANING_KEYS = ("tensors", "metadata", "object_graph")
+SAVE_ID = re.compile(r"[0-9a-f]{16}")
 
 
 class CaseError(ValueError):
@@ -42,9 +43,11 @@ class Case:
     op: str
     expect: dict[str, Any]
     directory: Path
-    input: Path | None = None  # read: the checkpoint file or directory
+    input: Path | None = None  # read: the checkpoint file or directory; merge: the parts'
     source: Path | None = None  # write: source.json
     layout: str = "file"  # write: the layout to ask for
+    save_id: str = ""  # merge: the save whose parts are merged
+    parts: int = 0  # merge: how many parts
 
     @property
     def group(self) -> str:
@@ -109,8 +112,22 @@ def _case(data: dict[str, Any], directory: Path) -> Case:
                 op=op, expect=_expect(data.get("expect")), directory=directory)
     if op == "read":
         return dataclasses.replace(case, input=_inside(directory, _choice(data, "input", None)))
+    if op == "merge":
+        return _merge_case(case, data, directory)
     return dataclasses.replace(case, source=_inside(directory, _choice(data, "source", None)),
                     layout=_choice(data, "layout", LAYOUTS))
+
+
+def _merge_case(case: Case, data: dict[str, Any], directory: Path) -> Case:
+    save_id, parts = _choice(data, "save_id", None), data.get("parts")
+    if not SAVE_ID.fullmatch(save_id):
+        raise ValueError(f"save_id {save_id!r} is not 16 lowercase hexadecimal digits")
+    if isinstance(parts, bool) or not isinstance(parts, int) or not 1 <= parts <= 65536:
+        raise ValueError(f"'parts' is {parts!r}, not an integer in [1, 65536]")
+    path = _inside(directory, _choice(data, "input", None))
+    if not path.is_dir():
+        raise ValueError("the input of a merge case is not a directory")
+    return dataclasses.replace(case, input=path, save_id=save_id, parts=parts)
 
 
 def _choice(data: dict[str, Any], key: str, allowed: Sequence[str] | None) -> str:

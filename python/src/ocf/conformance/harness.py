@@ -18,6 +18,7 @@ import argparse
 import contextlib
 import os
 import shlex
+import shutil
 import sys
 import tempfile
 import time
@@ -45,9 +46,18 @@ def default_cases() -> Path:
 
 
 def request_for(case: Case, workdir: Path) -> tuple[Message, Path | None]:
-    """The request that runs ``case``, and where a write case's output goes."""
+    """The request that runs ``case``, and where a write case's output goes (for a
+    merge case, the copy of its directory that the adapter merges in place)."""
     if case.op == "read":
         return {"op": "read", "case": case.id, "path": str(case.input)}, None
+    if case.op == "merge":
+        assert case.input is not None
+        output = workdir / "merged" / case.id / case.input.name
+        if output.exists():
+            shutil.rmtree(output)
+        shutil.copytree(case.input, output)
+        return {"op": "merge", "case": case.id, "path": str(output), "save_id": case.save_id,
+                "parts": case.parts}, output
     output = workdir / "written" / case.id / (
         "checkpoint.ocf" if case.layout == "file" else "checkpoint")
     output.parent.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,9 @@
 
 Read cases compare the adapter's answer with the case's expectation. Write
 cases read what the adapter wrote with the reference reader (the "blessed
-reader" of toml-test) and compare that. Errors compare by category only;
+reader" of toml-test) and compare that; merge cases read the checkpoint the
+adapter merged in a copy of the case's directory, and check that a failed
+merge changed nothing there. Errors compare by category only;
 messages are for humans.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ocf.commit import is_temp_name
 from ocf.conformance import compare, semantics
 from ocf.conformance.cases import CATEGORIES, MEANING_KEYS, Case
 from ocf.conformance.driver import Message
@@ -28,7 +31,11 @@ def judge(case: Case, response: Message, output: Path | None = None) -> Verdict:
     if result == "skipped":
         return Outcome.SKIP, _short(response.get("reason")) or "skipped"
     if result == "error":
-        return _error(case, response)
+        verdict = _error(case, response)
+        if case.op == "merge" and verdict[0] is Outcome.PASS:
+            assert output is not None
+            return _unchanged(case, output)
+        return verdict
     if result != "ok":
         return Outcome.FAIL, f"unknown result {result!r}"
     if case.expects_error:
@@ -37,6 +44,8 @@ def judge(case: Case, response: Message, output: Path | None = None) -> Verdict:
     if case.op == "read":
         return _compare(case, response, "the adapter's answer")
     assert output is not None
+    if case.op == "merge":
+        return _merged(case, output)
     return _written(case, output)
 
 
@@ -65,6 +74,47 @@ def _written(case: Case, output: Path) -> Verdict:
     except OCFError as exc:
         return Outcome.FAIL, f"the reference reader rejects the written checkpoint: {exc}"
     return _compare(case, meaning, "the written checkpoint")
+
+
+def _merged(case: Case, output: Path) -> Verdict:
+    """The merged checkpoint means what the case expects, and references the parts'
+    shard files where they were, unchanged, with no data of its own [R-PART-006]."""
+    assert case.input is not None
+    if not (output / INDEX_FILE_NAME).is_file():
+        return Outcome.FAIL, f"the merge reported success but left no {INDEX_FILE_NAME}"
+    try:
+        with Reader(output) as reader:
+            meaning = semantics.describe(reader)
+            shards = [shard.path for shard in reader.index.shards]
+    except OCFError as exc:
+        return Outcome.FAIL, f"the reference reader rejects the merged checkpoint: {exc}"
+    for name in shards:
+        original = case.input / name
+        if not name or not original.is_file() or \
+                original.read_bytes() != (output / name).read_bytes():
+            return Outcome.FAIL, (f"the merged index references shard {name!r}, which is not "
+                                  "a shard file of the parts, unchanged: tensor bytes were "
+                                  "copied or moved")
+    return _compare(case, meaning, "the merged checkpoint")
+
+
+def _unchanged(case: Case, output: Path) -> Verdict:
+    """A failed merge left the directory as it was, temporary files aside [R-PART-006]
+    [R-PART-007]."""
+    assert case.input is not None
+    before, after = _files(case.input), _files(output)
+    changed = sorted(name for name in before.keys() | after.keys()
+                     if before.get(name) != after.get(name))
+    if changed:
+        return Outcome.FAIL, ("the merge failed as expected but changed the directory: "
+                              + ", ".join(changed[:5]))
+    return Outcome.PASS, ""
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    """Every file of ``directory`` but temporary ones, by name, with its bytes."""
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())
+            if p.is_file() and not is_temp_name(p.name)}
 
 
 def _compare(case: Case, actual: Json, what: str) -> Verdict:

@@ -26,7 +26,7 @@ class Shard(_message.Message):
     def __init__(self, path: _Optional[str] = ..., length: _Optional[int] = ...) -> None: ...
 
 class Index(_message.Message):
-    __slots__ = ("header", "shards", "tensors", "blocks", "metadata", "object_graph")
+    __slots__ = ("header", "shards", "tensors", "blocks", "metadata", "object_graph", "part")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -40,10 +40,22 @@ class Index(_message.Message):
     BLOCKS_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
     OBJECT_GRAPH_FIELD_NUMBER: _ClassVar[int]
+    PART_FIELD_NUMBER: _ClassVar[int]
     header: Header
     shards: _containers.RepeatedCompositeFieldContainer[Shard]
     tensors: _tensor_pb2.TensorTable
     blocks: _tensor_pb2.BlockTable
     metadata: _containers.MessageMap[str, _metadata_pb2.Value]
     object_graph: _object_graph_pb2.ObjectGraph
-    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., shards: _Optional[_Iterable[_Union[Shard, _Mapping]]] = ..., tensors: _Optional[_Union[_tensor_pb2.TensorTable, _Mapping]] = ..., blocks: _Optional[_Union[_tensor_pb2.BlockTable, _Mapping]] = ..., metadata: _Optional[_Mapping[str, _metadata_pb2.Value]] = ..., object_graph: _Optional[_Union[_object_graph_pb2.ObjectGraph, _Mapping]] = ...) -> None: ...
+    part: Part
+    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., shards: _Optional[_Iterable[_Union[Shard, _Mapping]]] = ..., tensors: _Optional[_Union[_tensor_pb2.TensorTable, _Mapping]] = ..., blocks: _Optional[_Union[_tensor_pb2.BlockTable, _Mapping]] = ..., metadata: _Optional[_Mapping[str, _metadata_pb2.Value]] = ..., object_graph: _Optional[_Union[_object_graph_pb2.ObjectGraph, _Mapping]] = ..., part: _Optional[_Union[Part, _Mapping]] = ...) -> None: ...
+
+class Part(_message.Message):
+    __slots__ = ("save_id", "number", "count")
+    SAVE_ID_FIELD_NUMBER: _ClassVar[int]
+    NUMBER_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    save_id: str
+    number: int
+    count: int
+    def __init__(self, save_id: _Optional[str] = ..., number: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...

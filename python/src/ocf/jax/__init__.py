@@ -1,0 +1,35 @@
+"""JAX, Flax and optax support: pytrees in OCF checkpoints (``pip install 'ocf[jax]'``).
+
+Flat dicts of arrays, as safetensors' API has them::
+
+    ocf.jax.save_file({"w": w}, "model.ocf", metadata={"step": 10})
+    arrays = ocf.jax.load_file("model.ocf")           # dict[str, jax.Array]
+
+Whole pytrees (dicts, lists, tuples, namedtuples, registered dataclasses,
+Flax params, optax states) as object graphs; JAX arrays are immutable, so
+a restore returns a new tree shaped like its target, which may be abstract::
+
+    ocf.jax.save("ckpt.ocf", {"params": params, "opt_state": opt_state})
+    target = jax.eval_shape(init)                     # jax.ShapeDtypeStruct leaves
+    state = ocf.jax.restore("ckpt.ocf", target)
+
+In an :class:`ocf.Checkpoint`, next to other objects::
+
+    holder = ocf.jax.TreeState(state)
+    ckpt = ocf.Checkpoint(state=holder)
+    ckpt.save("run/ckpt")
+    ckpt.restore(path).assert_consumed()
+    state = holder.tree                               # the restored tree
+
+Optimizer moments become slot variables of their parameters
+(:mod:`ocf.jax.slots`); checkpoints of other frameworks restore through a
+:class:`~ocf.jax.layouts.Layout` (:data:`~ocf.jax.layouts.TORCH_TO_FLAX`).
+"""
+
+from __future__ import annotations
+
+from ocf.jax.files import load_file, save_file
+from ocf.jax.layouts import TORCH_TO_FLAX, Layout
+from ocf.jax.trees import TreeState, restore, save
+
+__all__ = ["TORCH_TO_FLAX", "Layout", "TreeState", "load_file", "restore", "save", "save_file"]

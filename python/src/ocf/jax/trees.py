@@ -1,0 +1,201 @@
+"""Saving pytrees as object graphs and restoring them into new trees.
+
+``save(path, tree)`` writes the tree as the root of an object-based
+checkpoint; ``restore(path, target)`` matches the checkpoint's graph
+against ``target`` by structure and returns a new tree. :class:`TreeState`
+puts a tree into an :class:`ocf.Checkpoint` next to other objects.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from ocf.errors import InvalidError
+from ocf.graph import ObjectGraph
+from ocf.jax import slots
+from ocf.jax.layouts import Layout
+from ocf.jax.pytree import Container, Leaf, TreeView
+from ocf.metadata import MetadataValue
+from ocf.restoring import NameMap
+from ocf.restoring import restore as restore_objects
+from ocf.saving import write
+from ocf.sources import open_source
+from ocf.tracking import VALUE
+
+
+def view_of(tree: Any, *, file: str | None = None, layout: Layout | None = None) -> TreeView:
+    """The proxies of ``tree``, optimizer moments linked as slots, a layout applied."""
+    view = TreeView(tree, file=file)
+    if layout is not None:
+        layout.apply(view.root)
+    slots.link(view.root)
+    return view
+
+
+def save(path: str | os.PathLike[str], tree: Any, *,
+         metadata: Mapping[str, object] | None = None, **options: object) -> str:
+    """Write ``tree`` as an object-based checkpoint at ``path``; return the path.
+
+    ``metadata`` is the checkpoint's own metadata; ``options`` go to
+    :class:`ocf.Writer` (layout, compression, ...).
+    """
+    return write(view_of(tree).root, path, metadata=metadata, **options)
+
+
+def restore(path: str | os.PathLike[str], target: Any, *, start: str = "",
+            partial: bool = False, layout: Layout | None = None,
+            name_map: NameMap | None = None, verify: bool = True) -> Any:
+    """A new tree shaped like ``target`` with the values of the checkpoint at ``path``.
+
+    ``target`` gives the structure and every leaf's shape and dtype; its
+    leaves are arrays or ``jax.ShapeDtypeStruct``. ``start`` names the
+    checkpoint object to match with the target's root ("state" when the tree
+    was saved as ``ocf.Checkpoint(state=TreeState(tree))``). Unless
+    ``partial``, every leaf of the target must receive a value and every
+    tensor of the checkpoint below ``start`` must find a leaf; with
+    ``partial``, concrete leaves without a value keep theirs. ``layout``
+    maps a checkpoint written with other names or array layouts (see
+    :mod:`ocf.jax.layouts`). Errors name the paths that did not match.
+
+    A checkpoint without object graph (``save_file``, a converted
+    safetensors file) is read by name: each leaf takes the tensor whose key
+    is its path in the tree (``params/dense/kernel``), prefixed by
+    ``start/`` when given, then mapped through ``name_map`` (a dict or a
+    function of that key).
+    """
+    file = os.fspath(path)
+    view = view_of(target, file=file, layout=layout)
+    graph = _object_graph(file)
+    if graph is None:
+        status = restore_objects(view.root, file, name_map=_leaf_keys(start, name_map),
+                                 verify=verify)
+        unmatched = status.unmatched_checkpoint_paths()  # tensor keys
+    else:
+        if name_map is not None:
+            raise InvalidError("name_map applies to checkpoints without object graph; this "
+                               "one is matched by structure (use start= and layout=)",
+                               path=file)
+        status = restore_objects(view.root, file, start=start, verify=verify)
+        unmatched = _holding_tensors(graph, status.unmatched_checkpoint_paths())
+    if not partial:
+        _fail_if("leaves of the target received no value", view.unrestored(), path)
+        _fail_if("checkpoint tensors matched no leaf of the target", unmatched, path)
+    return view.rebuild()
+
+
+def _fail_if(what: str, paths: list[str], path: str | os.PathLike[str]) -> None:
+    if paths:
+        shown = ", ".join(repr(p) for p in paths[:20])
+        more = f" and {len(paths) - 20} more" if len(paths) > 20 else ""
+        raise InvalidError(f"{len(paths)} {what}: {shown}{more} (restore(..., partial=True) "
+                           "accepts this)", path=path)
+
+
+def _object_graph(path: str) -> ObjectGraph | None:
+    source = open_source(path, verify=False)  # the index only: no tensor is read
+    try:
+        return source.object_graph
+    finally:
+        source.close()
+
+
+def _leaf_keys(start: str, name_map: NameMap | None) -> Callable[[str], str]:
+    """The checkpoint key of each leaf of a restore by name, from its object-graph key."""
+    suffix = "." + VALUE
+
+    def key(live: str) -> str:
+        leaf = live.removesuffix("/" + suffix) if live != suffix else ""
+        leaf = "/".join(p for p in (start.strip("/"), leaf) if p)
+        if name_map is None:
+            return leaf
+        return name_map.get(leaf, leaf) if isinstance(name_map, Mapping) else name_map(leaf)
+    return key
+
+
+def _holding_tensors(graph: ObjectGraph, paths: list[str]) -> list[str]:
+    """The unmatched checkpoint objects that hold tensors; objects holding none (an
+    activation layer of another framework) are structure only, and may be missing."""
+    wanted = set(paths)
+    if not wanted:
+        return []
+    nodes = {p: n for n in range(len(graph.nodes)) if (p := graph.path(n) or "(root)") in wanted}
+    return [p for p in paths if p not in nodes or graph.nodes[nodes[p]].attributes]
+
+
+class TreeState:
+    """A pytree as one trackable object, for :class:`ocf.Checkpoint`.
+
+    ``ocf.Checkpoint(state=TreeState(tree)).save(prefix)`` saves the tree
+    under the edge ``state``, as :func:`save` would; after
+    ``checkpoint.restore(path)``, :attr:`tree` is a new tree holding the
+    restored values (concrete leaves the checkpoint lacks keep theirs,
+    abstract ones are an error). Assign :attr:`tree` after each training
+    step so that the next save sees the current values.
+    """
+
+    __slots__ = ("_tree", "_view")  # no __weakref__: nothing can wait on it
+
+    def __init__(self, tree: Any) -> None:
+        self._tree = tree
+        self._view: TreeView | None = None
+
+    @property
+    def tree(self) -> Any:
+        """The tree; after a restore, a new one with the restored values."""
+        if self._view is not None and self._view.dirty:
+            self._tree = self._view.rebuild()
+        return self._tree
+
+    @tree.setter
+    def tree(self, value: Any) -> None:
+        self._tree = value
+        self._view = None
+
+    # The tracking protocol, delegated to the proxy of the tree's root. The
+    # proxies stay the same until the tree is replaced, so a restore status
+    # asked after the restore sees the objects the restore filled.
+
+    def _root(self) -> Container | Leaf:
+        if self._view is None:
+            self._view = view_of(self._tree)
+        return self._view.root
+
+    @property
+    def ocf_type_name(self) -> str:
+        return self._root().ocf_type_name
+
+    def ocf_children(self) -> Mapping[str, object]:
+        root = self._root()
+        return root.ocf_children() if isinstance(root, Container) else {}
+
+    def ocf_tensors(self) -> Mapping[str, np.ndarray]:
+        root = self._root()
+        return root.ocf_tensors() if isinstance(root, Leaf) else {}
+
+    def ocf_restore_tensors(self, values: Mapping[str, np.ndarray]) -> None:
+        root = self._root()
+        if isinstance(root, Leaf):
+            root.ocf_restore_tensors(values)
+
+    def ocf_metadata(self) -> Mapping[str, MetadataValue]:
+        root = self._root()
+        return root.ocf_metadata() if isinstance(root, Container) else {}
+
+    def ocf_restore_metadata(self, values: Mapping[str, MetadataValue]) -> None:
+        root = self._root()
+        if isinstance(root, Container):
+            root.ocf_restore_metadata(values)
+
+    def ocf_slots(self) -> list[tuple[Leaf, str, Leaf]]:
+        root = self._root()
+        return root.ocf_slots() if isinstance(root, Container) else []
+
+    def ocf_restore_slot(self, variable: object, name: str,
+                         values: Mapping[str, np.ndarray]) -> None:
+        root = self._root()
+        if isinstance(root, Container):
+            root.ocf_restore_slot(variable, name, values)

@@ -1,0 +1,129 @@
+"""Writing one part of a multi-writer save (spec/parts.md).
+
+Each process of a job that holds part of the training state writes its own
+part into the shared checkpoint directory: shard files under its own fresh
+write id, then a part index published atomically under the part's name
+[R-PART-001] [R-PART-002]. Nothing here talks to other processes; whoever
+runs the job (torch.distributed, JAX, MPI, Ray) tells every process its part
+number, the part count and the save id, and lets one process merge
+(:func:`ocf.parts.merge_parts`) once every part is written.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ocf.commit import fsync_dir
+from ocf.errors import InvalidError
+from ocf.graph import Node, encode_graph
+from ocf.index import PART_FEATURE
+from ocf.parts.naming import check_save, part_file_name
+from ocf.slicing import boxes_disjoint
+from ocf.storage.location import StorageOptions, locate
+from ocf.writer import Writer, _Tensor
+
+
+@dataclass(frozen=True)
+class Slice:
+    """The box of a partitioned tensor that one process holds.
+
+    ``value`` holds the elements of the box that starts at ``start`` in the
+    tensor of global shape ``shape``; the parts of a save together hold every
+    element exactly once [R-PART-005].
+    """
+
+    value: object  # an array, or anything np.asarray accepts
+    start: Sequence[int]
+    shape: Sequence[int]
+
+
+class PartWriter(Writer):
+    """Writes part ``part`` of the ``parts`` parts of save ``save_id`` into ``path``.
+
+    Use it like :class:`ocf.Writer` (``write``, ``write_slice``, then
+    ``commit``, or as a context manager). A tensor may be written whole by
+    one part, or in slices by one or several parts; only part 0 may carry
+    metadata and an object graph, which may name tensors of any part
+    [R-PART-005]. Options are those of :class:`ocf.Writer` for the directory
+    form (compression, chunk_size, max_shard_size, threads, write_id).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, part: int, parts: int, save_id: str,
+                 metadata: Mapping[str, object] | None = None,
+                 storage_options: StorageOptions | None = None, **options: object) -> None:
+        check_save(save_id, parts)
+        if isinstance(part, bool) or not isinstance(part, int) or not 0 <= part < parts:
+            raise InvalidError(f"part number {part!r} is not in [0, {parts})",
+                               requirement="R-PART-001")
+        if metadata and part != 0:
+            raise InvalidError("only part 0 carries the checkpoint's metadata", path=path,
+                               requirement="R-PART-005")
+        self.part, self.parts, self.save_id = part, parts, save_id
+        self._part_graph: list[Node] | None = None
+        target = locate(path, storage_options)  # an object store needs no directory
+        if isinstance(target, Path) and not target.is_dir():
+            # Every part may be first: several processes create it at once.
+            if target.exists():
+                raise InvalidError("target exists and is not a directory", path=target)
+            target.mkdir(parents=True, exist_ok=True)
+            fsync_dir(target.absolute().parent)
+        super().__init__(target, layout="directory", metadata=metadata,
+                         **options)  # type: ignore[arg-type]
+
+    @property
+    def file_name(self) -> str:
+        """The name under which this part's index is published."""
+        return part_file_name(self.save_id, self.part)
+
+    def write_tensors(self, tensors: Mapping[str, object]) -> None:
+        """Write each value: whole for an array, as its box for a :class:`Slice`."""
+        for key, value in tensors.items():
+            if isinstance(value, Slice):
+                self.write_slice(key, np.asarray(value.value), value.start, value.shape)
+            else:
+                self.write(key, np.asarray(value))
+
+    def set_object_graph(self, nodes: Sequence[Node]) -> None:
+        """Give the checkpoint its object graph (part 0 only; checked at the merge)."""
+        if self.part != 0:
+            raise InvalidError("only part 0 carries the checkpoint's object graph",
+                               path=self.target, requirement="R-PART-005")
+        self._part_graph = list(nodes)
+
+    # -- hooks of Writer --------------------------------------------------------
+
+    def _check_tiling(self, tensor: _Tensor) -> None:
+        # Other parts hold the rest of the tensor: the boxes of this part need
+        # only be disjoint; the merge checks that all parts tile the shape.
+        if not boxes_disjoint([(start, extent) for start, extent, _ in tensor.slices]):
+            raise InvalidError("slices of this part overlap", key=tensor.key, path=self.target,
+                               requirement="R-PART-001")
+
+    def _commit_directory(self) -> None:
+        """Publish the part index; leave every other file to the merge."""
+        self._index.header.required_features.append(PART_FEATURE)
+        self._index.part.save_id = self.save_id
+        self._index.part.number = self.part
+        self._index.part.count = self.parts
+        if self._part_graph is not None:
+            # Its attribute keys may name other parts' tensors: the merge checks it.
+            encode_graph(self._part_graph, self._index.object_graph)
+        self._publish_index(self.file_name)
+
+
+def write_part(path: str | os.PathLike[str], tensors: Mapping[str, object], *, part: int,
+               parts: int, save_id: str, metadata: Mapping[str, object] | None = None,
+               object_graph: Sequence[Node] | None = None, **options: Any) -> None:
+    """Write and publish one part: ``tensors`` maps keys to arrays or :class:`Slice`."""
+    writer = PartWriter(path, part=part, parts=parts, save_id=save_id, metadata=metadata,
+                        **options)
+    with writer:
+        writer.write_tensors(tensors)
+        if object_graph is not None:
+            writer.set_object_graph(object_graph)

@@ -1,0 +1,130 @@
+"""What restoring and name-based loading read from: an OCF checkpoint or a foreign one.
+
+:func:`ocf.restore`, :class:`ocf.Saver`, :func:`ocf.list_variables` and
+:func:`ocf.load_variable` need only a few things of a checkpoint: its
+tensor keys, each tensor's dtype and shape, the tensors themselves, and
+the object graph (spec/objects.md) when there is one. :class:`Source` is
+that interface. An OCF checkpoint provides it through :class:`ocf.Reader`;
+a TensorFlow checkpoint through ``ocf.tensorflow.source``, which maps
+TensorFlow's object graph onto OCF's, so the same restore code, with the
+same status assertions, serves both.
+
+:func:`open_source` picks by what is at the path: an OCF file (its magic
+bytes) or directory (``index.ocf``) is OCF; otherwise a TensorFlow prefix
+(``PREFIX.index`` exists) or a directory with TensorFlow's ``checkpoint``
+state file is TensorFlow. The TensorFlow reader is imported only then, and
+needs no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from ocf.container import INDEX_FILE_NAME, PREAMBLE_MAGIC
+from ocf.graph import ObjectGraph
+from ocf.reader import Reader
+
+
+@dataclass(frozen=True)
+class TensorSummary:
+    """What a tensor is without reading it."""
+
+    dtype: str  # an OCF dtype name ("float32", "bytes"), or the source's own for others
+    shape: tuple[int, ...]
+    numpy: np.dtype[np.generic] | None  # the dtype read_tensor returns; None for byte strings
+
+
+class Source(Protocol):
+    """A checkpoint opened for restoring and loading by name."""
+
+    @property
+    def path(self) -> str:
+        """The checkpoint's path, for messages."""
+
+    @property
+    def object_graph(self) -> ObjectGraph | None:
+        """The checked object graph, or None for a name-based checkpoint."""
+
+    def keys(self) -> list[str]:
+        """Every tensor key."""
+
+    def __contains__(self, key: object) -> bool: ...
+
+    def __iter__(self) -> Iterator[str]: ...
+
+    def summary(self, key: str) -> TensorSummary:
+        """The dtype and shape of ``key``; NotFoundError if there is no such tensor."""
+
+    def read_tensor(self, key: str) -> np.ndarray:
+        """A new, writable array holding tensor ``key``."""
+
+    def get_tensor(self, key: str) -> np.ndarray:
+        """Tensor ``key``, possibly a read-only view of the file (no copy)."""
+
+    def close(self) -> None: ...
+
+
+class OCFSource:
+    """An OCF checkpoint as a :class:`Source`."""
+
+    def __init__(self, reader: Reader) -> None:
+        self.reader = reader
+
+    @property
+    def path(self) -> str:
+        return str(self.reader.path)
+
+    @property
+    def object_graph(self) -> ObjectGraph | None:
+        return self.reader.object_graph
+
+    def keys(self) -> list[str]:
+        return list(self.reader)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.reader
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.reader)
+
+    def summary(self, key: str) -> TensorSummary:
+        info = self.reader[key]
+        return TensorSummary(info.dtype.name, info.shape, info.dtype.numpy)
+
+    def read_tensor(self, key: str) -> np.ndarray:
+        return self.reader.read_tensor(key)
+
+    def get_tensor(self, key: str) -> np.ndarray:
+        return self.reader.get_tensor(key)
+
+    def close(self) -> None:
+        self.reader.close()
+
+
+def is_ocf_checkpoint(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is an OCF file (by its magic bytes) or checkpoint directory."""
+    target = Path(path)
+    if target.is_dir():
+        return (target / INDEX_FILE_NAME).is_file()
+    try:
+        with target.open("rb") as f:
+            return f.read(len(PREAMBLE_MAGIC)) == PREAMBLE_MAGIC
+    except OSError:
+        return False
+
+
+def open_source(path: str | os.PathLike[str], *, verify: bool = True) -> Source:
+    """The checkpoint at ``path``, OCF or TensorFlow, opened as a :class:`Source`."""
+    if not is_ocf_checkpoint(path):
+        from ocf.tensorflow.source import TFSource, is_tf_checkpoint
+
+        if is_tf_checkpoint(path):
+            return TFSource(path, verify=verify)
+    # Also when nothing is there: the OCF reader reports what is missing.
+    return OCFSource(Reader(path, verify=verify))

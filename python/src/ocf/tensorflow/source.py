@@ -1,0 +1,104 @@
+"""A TensorFlow checkpoint read the way OCF reads its own (see ocf.sources).
+
+``TFSource(prefix)`` opens a bundle with :class:`ocf.tensorflow.BundleReader`
+(no TensorFlow needed) and presents it as an :class:`ocf.sources.Source`:
+its tensor keys are TensorFlow's keys, less ``_CHECKPOINTABLE_OBJECT_GRAPH``,
+whose content is the object graph, mapped onto OCF's by
+ocf.tensorflow.objects and checked like an OCF graph. This is what lets
+``ocf.restore(root, "train/ckpt-3")`` restore a ``tf.train.Checkpoint`` by
+structure into NumPy objects, and ``ocf.load_variable("model.ckpt-5",
+"dense/kernel")`` read a ``tf.compat.v1.train.Saver`` checkpoint by name.
+
+The path may be the prefix, ``PREFIX.index``, or a directory holding
+TensorFlow's ``checkpoint`` state file (its latest checkpoint is opened).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import numpy as np
+
+from ocf import dtypes
+from ocf.errors import NotFoundError
+from ocf.graph import ObjectGraph
+from ocf.sources import TensorSummary
+from ocf.tensorflow.bundle_reader import BundleReader, is_tf_checkpoint
+from ocf.tensorflow.objects import OBJECT_GRAPH_KEY, read_tf_graph
+from ocf.tensorflow.state import read_checkpoint_state
+
+__all__ = ["TFSource", "is_tf_checkpoint", "resolve_prefix"]
+
+
+def resolve_prefix(path: str | os.PathLike[str]) -> str:
+    """The prefix of the checkpoint at ``path``; for a directory, its latest checkpoint."""
+    text = os.fspath(path)
+    if os.path.isdir(text):
+        return read_checkpoint_state(text)[0]
+    return text
+
+
+def ocf_dtype_name(tf_name: str) -> str:
+    """OCF's name of a TensorFlow dtype when OCF has it, else TensorFlow's."""
+    if tf_name == "string":
+        return dtypes.BYTES.name
+    return tf_name
+
+
+class TFSource:
+    """A TensorFlow checkpoint as an :class:`ocf.sources.Source`."""
+
+    def __init__(self, path: str | os.PathLike[str], *, verify: bool = True) -> None:
+        self.bundle = BundleReader(resolve_prefix(path), verify=verify)
+        stored = self.bundle.keys()
+        self._keys = [k for k in stored if k != OBJECT_GRAPH_KEY]
+        self._graph: ObjectGraph | None = None
+        self._graph_read = False
+
+    @property
+    def path(self) -> str:
+        return self.bundle.prefix
+
+    @property
+    def object_graph(self) -> ObjectGraph | None:
+        """The checked OCF view of the stored object graph; None for a name-based
+        checkpoint (a tf.compat.v1 Saver's)."""
+        if not self._graph_read:
+            self._graph = read_tf_graph(self.bundle, self._keys)
+            self._graph_read = True
+        return self._graph
+
+    def keys(self) -> list[str]:
+        return list(self._keys)
+
+    def __contains__(self, key: object) -> bool:
+        return key != OBJECT_GRAPH_KEY and key in self.bundle
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def _check_key(self, key: str) -> None:
+        if key not in self:
+            raise NotFoundError("no tensor with this key", path=self.bundle.index_path, key=key)
+
+    def summary(self, key: str) -> TensorSummary:
+        self._check_key(key)
+        entry = self.bundle.entry(key)
+        return TensorSummary(ocf_dtype_name(entry.dtype_name), entry.shape, entry.dtype)
+
+    def read_tensor(self, key: str) -> np.ndarray:
+        self._check_key(key)
+        return self.bundle.read(key)
+
+    def get_tensor(self, key: str) -> np.ndarray:
+        return self.read_tensor(key)  # a bundle's bytes are read, never mapped
+
+    def close(self) -> None:
+        self.bundle.close()
+
+    def __enter__(self) -> TFSource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

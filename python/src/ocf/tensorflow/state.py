@@ -1,0 +1,96 @@
+"""TensorFlow's ``checkpoint`` state file: which checkpoints a directory holds.
+
+A text-format CheckpointState proto (ocf.tensorflow.v1.checkpoint_state):
+``model_checkpoint_path`` names the latest prefix and
+``all_model_checkpoint_paths`` every kept one, oldest first. TensorFlow 2
+writes paths relative to the directory, tf.compat.v1 Savers absolute ones.
+The file is written to a temporary name and renamed, as TensorFlow does, so
+a reader never sees half a state file.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Sequence
+
+from google.protobuf import text_format
+
+from ocf.errors import LimitExceededError, MalformedError, NotFoundError
+from ocf.tensorflow.v1 import checkpoint_state_pb2
+
+STATE_FILENAME = "checkpoint"
+MAX_STATE_BYTES = 16 << 20
+
+
+def read_checkpoint_state(directory: str | os.PathLike[str]) -> tuple[str, list[str]]:
+    """(latest prefix, every kept prefix) from ``directory/checkpoint``.
+
+    Relative paths are joined to ``directory`` (as tf.train.get_checkpoint_state
+    does), so the results are usable prefixes.
+    """
+    path = os.path.join(os.fspath(directory), STATE_FILENAME)
+    state = _parse(path)
+    return _resolve(directory, state.model_checkpoint_path), [
+        _resolve(directory, p) for p in state.all_model_checkpoint_paths
+    ]
+
+
+def _parse(path: str) -> checkpoint_state_pb2.CheckpointState:
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_STATE_BYTES + 1)
+    except FileNotFoundError:
+        raise NotFoundError("no TensorFlow checkpoint state file", path=path) from None
+    if len(data) > MAX_STATE_BYTES:
+        raise LimitExceededError(f"state file exceeds {MAX_STATE_BYTES} bytes", path=path)
+    state = checkpoint_state_pb2.CheckpointState()
+    try:
+        text_format.Parse(data.decode("utf-8"), state)
+    except (text_format.ParseError, UnicodeDecodeError) as error:
+        raise MalformedError(f"unparsable checkpoint state: {error}", path=path) from None
+    if not state.model_checkpoint_path:
+        raise MalformedError("checkpoint state names no model_checkpoint_path", path=path)
+    return state
+
+
+def _resolve(directory: str | os.PathLike[str], prefix: str) -> str:
+    return prefix if os.path.isabs(prefix) else os.path.join(os.fspath(directory), prefix)
+
+
+def write_checkpoint_state(
+    directory: str | os.PathLike[str],
+    latest_prefix: str | os.PathLike[str],
+    all_prefixes: Sequence[str | os.PathLike[str]],
+) -> None:
+    """Write ``directory/checkpoint`` atomically; prefixes inside it are stored relative.
+
+    ``latest_prefix`` is appended to ``all_prefixes`` if missing, as
+    TensorFlow requires the latest to be the last of the list.
+    """
+    directory = os.fspath(directory)
+    latest = _relative(directory, latest_prefix)
+    kept = [_relative(directory, p) for p in all_prefixes if _relative(directory, p) != latest]
+    state = checkpoint_state_pb2.CheckpointState(
+        model_checkpoint_path=latest, all_model_checkpoint_paths=[*kept, latest]
+    )
+    target = os.path.join(directory, STATE_FILENAME)
+    temp = f"{target}.tmp{uuid.uuid4().hex}"
+    try:
+        with open(temp, "w", encoding="utf-8") as f:
+            f.write(text_format.MessageToString(state))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temp, target)
+    except BaseException:
+        if os.path.exists(temp):
+            os.remove(temp)
+        raise
+
+
+def _relative(directory: str, prefix: str | os.PathLike[str]) -> str:
+    text = os.fspath(prefix)
+    if not os.path.isabs(text):
+        return text
+    relative = os.path.relpath(text, directory)
+    return text if relative.startswith(os.pardir) else relative

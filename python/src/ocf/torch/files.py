@@ -1,0 +1,113 @@
+"""Flat state dicts to and from OCF files, as safetensors.torch does.
+
+``save_file`` / ``load_file`` take and give a mapping of key to tensor;
+``save_model`` / ``load_model`` do the same for an ``nn.Module``'s
+``state_dict`` and check keys and shapes first, naming what does not fit.
+``load_file`` gives CPU tensors over the file mapping, without copying
+uncompressed tensors (see :mod:`ocf.torch.mapped`), then moves them where
+``device`` says, like ``torch.load``'s ``map_location``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+
+from ocf.errors import InvalidError, NotFoundError
+from ocf.reader import Reader
+from ocf.torch._framework import torch
+from ocf.torch.mapped import MappedTensors
+from ocf.torch.tensors import is_uninitialized, to_numpy
+from ocf.writer import Layout, Writer
+
+# Where loaded tensors go: a device, or a function of (key, CPU tensor) giving
+# the tensor to return (moved, cast, or the CPU tensor itself).
+Device = str | torch.device | Callable[[str, torch.Tensor], torch.Tensor]
+
+
+def save_file(tensors: Mapping[str, torch.Tensor], path: str | os.PathLike[str],
+              metadata: Mapping[str, object] | None = None, *, layout: Layout = "file",
+              compression: str | None = None, **options: object) -> None:
+    """Write ``tensors`` (key -> tensor) as one checkpoint at ``path``, atomically.
+
+    CPU tensors are written from their own memory; tensors on other devices
+    are copied to the CPU one at a time. A tensor held under two keys (tied
+    weights) is stored twice. ``options`` go to :class:`ocf.Writer`.
+    """
+    with Writer(path, layout=layout, compression=compression, metadata=metadata,
+                **options) as writer:  # type: ignore[arg-type]
+        for key, tensor in tensors.items():
+            if not isinstance(tensor, torch.Tensor):
+                raise InvalidError(f"expected a torch.Tensor, got {type(tensor).__name__}",
+                                   key=key)
+            writer.write(key, to_numpy(tensor, key))
+
+
+def load_file(path: str | os.PathLike[str], keys: Iterable[str] | None = None, *,
+              device: Device = "cpu", verify: bool = True) -> dict[str, torch.Tensor]:
+    """Read the tensors of ``path`` (all, or ``keys``) as torch tensors on ``device``.
+
+    On the CPU, uncompressed tensors share memory with a private mapping of
+    the file: nothing is copied, and in-place writes stay in this process.
+    Compressed and sliced tensors are read into new memory. Every chunk is
+    checksummed unless ``verify`` is False.
+    """
+    with Reader(path, verify=verify) as reader:
+        wanted = list(reader) if keys is None else list(keys)
+        for key in wanted:
+            reader[key]  # NotFoundError naming the key, before anything is read
+        mapped = MappedTensors(reader)
+        return {key: place(mapped.tensor(key), key, device) for key in wanted}
+
+
+def place(tensor: torch.Tensor, key: str, device: Device) -> torch.Tensor:
+    """Move a loaded CPU tensor where ``device`` says."""
+    if callable(device):
+        placed = device(key, tensor)
+        if not isinstance(placed, torch.Tensor):
+            raise InvalidError(f"the device function returned a {type(placed).__name__}, "
+                               "not a torch.Tensor", key=key)
+        return placed
+    target = torch.device(device)
+    return tensor if target.type == "cpu" else tensor.to(target)
+
+
+def save_model(model: torch.nn.Module, path: str | os.PathLike[str], *,
+               metadata: Mapping[str, object] | None = None, **options: object) -> None:
+    """Save ``model.state_dict()`` as a flat (name-based) checkpoint."""
+    save_file(model.state_dict(), path, metadata=metadata, **options)  # type: ignore[arg-type]
+
+
+def load_model(model: torch.nn.Module, path: str | os.PathLike[str], *, strict: bool = True,
+               verify: bool = True) -> tuple[list[str], list[str]]:
+    """Load a flat checkpoint into ``model`` through ``load_state_dict``.
+
+    Keys and shapes are checked first: a key of the model missing from the
+    file is NOT_FOUND, a tensor whose shape differs INVALID, and (when
+    ``strict``) a key of the file the model lacks INVALID, each naming the
+    key. Returns the missing and unexpected keys, as torch does. Values are
+    copied into the model's tensors (cast to their dtypes), straight from
+    the file mapping; lazy modules materialise from them.
+    """
+    expected = model.state_dict()
+    with Reader(path, verify=verify) as reader:
+        missing = [key for key in expected if key not in reader]
+        unexpected = [key for key in reader if key not in expected]
+        if strict and missing:
+            raise NotFoundError(f"the model's state has {len(missing)} keys the checkpoint "
+                                f"lacks: {', '.join(missing[:20])}", path=reader.path,
+                                key=missing[0])
+        if strict and unexpected:
+            raise InvalidError(f"the checkpoint has {len(unexpected)} keys the model lacks: "
+                               f"{', '.join(unexpected[:20])}", path=reader.path,
+                               key=unexpected[0])
+        for key, target in expected.items():
+            if key in reader and not is_uninitialized(target) and \
+                    tuple(reader[key].shape) != tuple(target.shape):
+                raise InvalidError(f"the checkpoint's tensor has shape {list(reader[key].shape)}"
+                                   f", the model's {list(target.shape)}", path=reader.path,
+                                   key=key)
+        mapped = MappedTensors(reader)
+        loaded = {key: mapped.tensor(key) for key in expected if key in reader}
+    model.load_state_dict(loaded, strict=False)
+    return missing, unexpected

@@ -1,0 +1,582 @@
+"""The PyTorch adapter, ocf.torch, with real PyTorch (CPU)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+
+import torch
+from torch import nn
+from torch_models import ConvNet, image_batch, mlp, train, vector_batch
+
+import ocf
+import ocf.torch
+
+# -- resuming training ---------------------------------------------------------
+
+OPTIMIZERS: dict[str, Callable[[list[nn.Parameter], float], torch.optim.Optimizer]] = {
+    "adam": lambda params, lr: torch.optim.Adam(params, lr=lr),
+    "adamw-amsgrad": lambda params, lr: torch.optim.AdamW(params, lr=lr, weight_decay=0.05,
+                                                          amsgrad=True),
+    "sgd-nesterov": lambda params, lr: torch.optim.SGD(params, lr=lr, momentum=0.9,
+                                                       nesterov=True),
+}
+
+
+def assert_same_state(a: nn.Module, b: nn.Module) -> None:
+    a_state, b_state = a.state_dict(), b.state_dict()
+    assert list(a_state) == list(b_state)
+    for key in a_state:
+        assert a_state[key].dtype == b_state[key].dtype, key
+        assert torch.equal(a_state[key], b_state[key]), key
+
+
+@pytest.mark.parametrize("kind", list(OPTIMIZERS))
+def test_training_resumed_from_a_checkpoint_continues_bit_identically(
+        tmp_path: Path, kind: str) -> None:
+    make = OPTIMIZERS[kind]
+    torch.manual_seed(0)
+    uninterrupted = ConvNet()
+    first = ConvNet()
+    first.load_state_dict(uninterrupted.state_dict())
+    expected = train(uninterrupted, make(list(uninterrupted.parameters()), 0.05), 8, image_batch)
+
+    optimizer = make(list(first.parameters()), 0.05)
+    before = train(first, optimizer, 4, image_batch)
+    path = ocf.Checkpoint(model=first, optimizer=optimizer).save(tmp_path / "ckpt")
+
+    torch.manual_seed(7)  # other initial weights, another learning rate: all restored
+    model = ConvNet()
+    resumed_optimizer = make(list(model.parameters()), 0.5)
+    ocf.Checkpoint(model=model, optimizer=resumed_optimizer).restore(path).assert_consumed()
+    assert resumed_optimizer.param_groups[0]["lr"] == 0.05
+    after = train(model, resumed_optimizer, 4, image_batch)
+
+    assert before + after == expected
+    assert_same_state(model, uninterrupted)
+
+
+def test_checkpoint_keeps_batchnorm_buffers_and_adam_state_under_documented_keys(
+        tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = ConvNet()
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    train(model, optimizer, 3, image_batch)
+    path = ocf.Checkpoint(model=model, optimizer=optimizer).write(tmp_path / "ckpt.ocf")
+    with ocf.open(path) as reader:  # read by name, as any OCF reader can
+        assert reader.read_tensor("model/norm/num_batches_tracked/.value").tolist() == 3
+        assert reader["model/norm/running_mean/.value"].shape == (3,)
+        assert reader["model/head/1/weight/.value"].shape == (8, 48)
+        step = reader.read_tensor("optimizer/.slot/model/conv/weight/step/.value")
+        assert step.dtype == np.dtype(np.float32)
+        assert step.tolist() == 3.0
+        assert reader["optimizer/.slot/model/head/3/bias/exp_avg_sq/.value"].shape == (1,)
+        graph = reader.object_graph
+    assert graph is not None
+    root = graph.nodes[0]
+    assert graph.nodes[root.children["model"]].type_name == "torch_models.ConvNet"
+    norm = graph.nodes[root.children["model"]].children["norm"]
+    assert graph.nodes[norm].type_name == "torch.nn.BatchNorm2d"
+    assert list(graph.nodes[norm].children) == ["weight", "bias", "running_mean", "running_var",
+                                   "num_batches_tracked"]
+    stored_optimizer = graph.nodes[root.children["optimizer"]]
+    assert stored_optimizer.type_name == "torch.optim.Adam"
+    groups = stored_optimizer.metadata["param_groups"]
+    assert isinstance(groups, list)
+    assert groups[0]["lr"] == 0.01  # type: ignore[index,call-overload]
+    assert groups[0]["betas"] == [0.9, 0.999]  # type: ignore[index,call-overload]
+    assert groups[0]["amsgrad"] is False  # type: ignore[index,call-overload]
+
+
+class DropoutNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(3, 16), nn.ReLU(), nn.Dropout(0.5), nn.Linear(16, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        result: torch.Tensor = self.body(x)
+        return result
+
+
+def run_with_schedule(model: nn.Module, optimizer: torch.optim.Optimizer,
+                      scheduler: torch.optim.lr_scheduler.LRScheduler, steps: int
+                      ) -> list[tuple[float, float]]:
+    """(loss, learning rate) per step; dropout draws from the global generator."""
+    done = []
+    for _ in range(steps):
+        loss = train(model, optimizer, 1, vector_batch)[0]
+        scheduler.step()
+        done.append((loss, optimizer.param_groups[0]["lr"]))
+    return done
+
+
+def make_scheduled(model: nn.Module) -> tuple[torch.optim.Optimizer,
+                                              torch.optim.lr_scheduler.LRScheduler]:
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.5)
+    return optimizer, torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.2, total_steps=12)
+
+
+def test_scheduler_and_random_generator_resume_with_dropout_bit_identically(
+        tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    uninterrupted = DropoutNet()
+    first = DropoutNet()
+    first.load_state_dict(uninterrupted.state_dict())
+    torch.manual_seed(1)
+    expected = run_with_schedule(uninterrupted, *make_scheduled(uninterrupted), 10)
+
+    torch.manual_seed(1)
+    optimizer, scheduler = make_scheduled(first)
+    before = run_with_schedule(first, optimizer, scheduler, 5)
+    path = ocf.torch.save(tmp_path / "ckpt.ocf", model=first, optimizer=optimizer,
+                                     scheduler=scheduler, rng=torch.default_generator)
+
+    torch.manual_seed(99)  # another random state, other weights, a fresh schedule
+    model = DropoutNet()
+    resumed_optimizer, resumed_scheduler = make_scheduled(model)
+    ocf.torch.restore(path, model=model, optimizer=resumed_optimizer,
+                                 scheduler=resumed_scheduler,
+                                 rng=torch.default_generator).assert_consumed()
+    assert before + run_with_schedule(model, resumed_optimizer, resumed_scheduler, 5) == expected
+    with ocf.open(path) as reader:
+        graph = reader.object_graph
+    assert graph is not None
+    stored = graph.nodes[graph.nodes[0].children["scheduler"]]
+    assert stored.type_name == "torch.optim.lr_scheduler.OneCycleLR"
+    assert stored.metadata["last_epoch"] == 5
+    assert stored.metadata["_anneal_func_type"] == "cos"
+
+
+# -- lazy modules: restore-on-create ---------------------------------------------
+
+
+def test_lazy_linear_receives_values_and_optimizer_state_when_it_materialises(
+        tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    trained = mlp(lazy=True)
+    trained(vector_batch()[0])
+    optimizer = torch.optim.Adam(trained.parameters(), lr=0.02)
+    train(trained, optimizer, 3, vector_batch)
+    path = ocf.Checkpoint(model=trained, optimizer=optimizer).save(tmp_path / "ckpt")
+    expected = train(trained, optimizer, 3, vector_batch)
+
+    torch.manual_seed(5)
+    model = mlp(lazy=True)  # nothing materialised: the optimizer holds lazy parameters
+    resumed_optimizer = torch.optim.Adam(model.parameters(), lr=0.02)
+    status = ocf.Checkpoint(model=model, optimizer=resumed_optimizer).restore(path)
+    with pytest.raises(ocf.RestoreMismatchError, match="model/0/weight"):
+        status.assert_consumed()  # the values wait for the first forward pass
+    assert not resumed_optimizer.state
+
+    assert train(model, resumed_optimizer, 3, vector_batch) == expected
+    status.assert_consumed()
+    assert isinstance(model[0], nn.Linear)
+    assert_same_state(model, trained)
+
+
+def test_optimizer_attached_after_the_dry_run_gets_its_slots(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    trained = mlp(lazy=True)
+    trained(vector_batch()[0])
+    optimizer = torch.optim.SGD(trained.parameters(), lr=0.05, momentum=0.9)
+    train(trained, optimizer, 2, vector_batch)
+    path = ocf.Checkpoint(model=trained, optimizer=optimizer).save(tmp_path / "ckpt")
+
+    model = mlp(lazy=True)
+    checkpoint = ocf.Checkpoint(model=model)
+    status = checkpoint.restore(path)
+    model(vector_batch()[0])  # the dry run lazy modules ask for, before the optimizer
+    resumed_optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    checkpoint.optimizer = resumed_optimizer  # restore-on-create for the optimizer
+    status.assert_consumed()
+    for old, new in zip(trained.parameters(), model.parameters()):
+        assert torch.equal(optimizer.state[old]["momentum_buffer"],
+                           resumed_optimizer.state[new]["momentum_buffer"])
+
+
+def test_submodule_assigned_after_restore_receives_its_values(tmp_path: Path) -> None:
+    saved = nn.Sequential()
+    saved.add_module("head", nn.Linear(2, 2))
+    path = ocf.torch.save(tmp_path / "ckpt.ocf", model=saved)
+
+    model = nn.Sequential()
+    status = ocf.torch.restore(path, model=model)
+    model.head = nn.Linear(2, 2)  # registered after the restore started
+    status.assert_consumed()
+    assert torch.equal(model.head.weight, saved.head.weight)
+
+
+# -- renamed and reordered modules --------------------------------------------------
+
+
+class Encoder(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = nn.Linear(3, 6)
+        self.outer = nn.Linear(6, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        result: torch.Tensor = self.outer(torch.tanh(self.inner(x)))
+        return result
+
+
+class Saved(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.encoder = Encoder()
+        self.head = nn.Linear(4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        result: torch.Tensor = self.head(torch.tanh(self.encoder(x)))
+        return result
+
+
+class Refactored(nn.Module):
+    """Saved, refactored: other attribute names, registered in the other order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.classifier = nn.Linear(4, 1)
+        self.backbone = Encoder()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        result: torch.Tensor = self.classifier(torch.tanh(self.backbone(x)))
+        return result
+
+
+def test_optimizer_state_finds_its_parameters_in_renamed_reordered_modules(
+        tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    saved = Saved()
+    optimizer = torch.optim.Adam(saved.parameters(), lr=0.03)
+    train(saved, optimizer, 3, vector_batch)
+    path = ocf.Checkpoint(model=saved, optimizer=optimizer).save(tmp_path / "ckpt")
+    expected = train(saved, optimizer, 3, vector_batch)
+
+    model = Refactored()
+    # Parameters in yet another order: torch's index-based optimizer state_dict
+    # would hand each parameter the state of another.
+    resumed_optimizer = torch.optim.Adam(list(model.parameters())[::-1], lr=0.03)
+    shapes = [tuple(p.shape) for p in resumed_optimizer.param_groups[0]["params"]]
+    assert shapes != [tuple(p.shape) for p in optimizer.param_groups[0]["params"]]
+    # The old structure, pointing at the renamed modules.
+    old_layout = {"encoder": model.backbone, "head": model.classifier}
+    ocf.Checkpoint(model=old_layout, optimizer=resumed_optimizer).restore(path) \
+        .assert_consumed()
+
+    assert train(model, resumed_optimizer, 3, vector_batch) == expected
+    assert torch.equal(model.classifier.weight, saved.head.weight)
+    assert torch.equal(model.backbone.inner.bias, saved.encoder.inner.bias)
+
+
+# -- optimizer metadata -------------------------------------------------------------
+
+
+def test_hyperparameters_restore_with_their_types_and_tensor_lr_in_place(
+        tmp_path: Path) -> None:
+    model = nn.Linear(2, 1)
+    optimizer = torch.optim.Adam(model.parameters(), lr=torch.tensor(0.125), betas=(0.8, 0.9))
+    optimizer.param_groups[0]["initial_lr"] = 0.5  # as LR schedulers add
+    path = ocf.torch.save(tmp_path / "ckpt.ocf", model=model, optimizer=optimizer)
+
+    fresh = torch.optim.Adam(model.parameters(), lr=torch.tensor(1.0), betas=(0.1, 0.2))
+    lr = fresh.param_groups[0]["lr"]
+    ocf.torch.restore(path, model=model, optimizer=fresh)
+    group = fresh.param_groups[0]
+    assert group["lr"] is lr  # the same tensor, filled in place
+    assert lr.item() == 0.125
+    assert group["betas"] == (0.8, 0.9)
+    assert isinstance(group["betas"], tuple)
+    assert group["initial_lr"] == 0.5
+    assert group["amsgrad"] is False
+
+
+def test_a_different_number_of_parameter_groups_is_refused(tmp_path: Path) -> None:
+    model = mlp()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    path = ocf.torch.save(tmp_path / "ckpt.ocf", model=model, optimizer=optimizer)
+    two_groups = torch.optim.SGD([{"params": model[0].parameters()},
+                                  {"params": model[2].parameters()}], lr=0.1)
+    with pytest.raises(ocf.InvalidError, match="1 parameter groups, this one 2"):
+        ocf.torch.restore(path, model=model, optimizer=two_groups)
+
+
+def test_python_number_state_comes_back_as_python_numbers(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    embedding = nn.Embedding(5, 2, sparse=True)
+    optimizer = torch.optim.SparseAdam(embedding.parameters(), lr=0.1)
+    for _ in range(2):
+        optimizer.zero_grad()
+        embedding(torch.tensor([1, 3])).sum().backward()
+        optimizer.step()
+    assert optimizer.state[embedding.weight]["step"] == 2  # SparseAdam keeps a Python int
+    path = ocf.torch.save(tmp_path / "ckpt.ocf", model=embedding,
+                                     optimizer=optimizer)
+
+    fresh = nn.Embedding(5, 2, sparse=True)
+    fresh_optimizer = torch.optim.SparseAdam(fresh.parameters(), lr=0.1)
+    ocf.torch.restore(path, model=fresh, optimizer=fresh_optimizer) \
+        .assert_consumed()
+    step = fresh_optimizer.state[fresh.weight]["step"]
+    assert step == 2
+    assert type(step) is int
+    assert torch.equal(fresh_optimizer.state[fresh.weight]["exp_avg"],
+                       optimizer.state[embedding.weight]["exp_avg"])
+
+
+# -- errors of object-based restore -------------------------------------------------
+
+
+def test_restoring_into_a_parameter_of_another_shape_names_both_shapes(
+        tmp_path: Path) -> None:
+    path = ocf.torch.save(tmp_path / "ckpt.ocf", model=nn.Linear(3, 4))
+    with pytest.raises(ocf.InvalidError, match=r"tensor 'model/weight/.value': .*shape "
+                                               r"\[4, 3\] into a Parameter of shape \[5, 3\]"):
+        ocf.torch.restore(path, model=nn.Linear(3, 5))
+
+
+def test_unsaved_parameters_are_reported_by_path(tmp_path: Path) -> None:
+    path = ocf.torch.save(tmp_path / "ckpt.ocf", model=nn.Linear(3, 4, bias=False))
+    status = ocf.torch.restore(path, model=nn.Linear(3, 4))
+    with pytest.raises(ocf.RestoreMismatchError, match="'model/bias'"):
+        status.assert_existing_objects_matched()
+
+
+# -- flat state dicts: save_file / load_file ------------------------------------------
+
+# Every torch dtype with an OCF counterpart, with the OCF dtype it must be stored as.
+DTYPES = {
+    torch.bool: "bool", torch.int8: "int8", torch.int16: "int16", torch.int32: "int32",
+    torch.int64: "int64", torch.uint8: "uint8", torch.uint16: "uint16",
+    torch.uint32: "uint32", torch.uint64: "uint64", torch.float16: "float16",
+    torch.bfloat16: "bfloat16", torch.float32: "float32", torch.float64: "float64",
+    torch.complex64: "complex64", torch.complex128: "complex128",
+    torch.float8_e4m3fn: "float8_e4m3fn", torch.float8_e5m2: "float8_e5m2",
+}
+
+
+def random_tensor(dtype: torch.dtype, shape: tuple[int, ...] = (3, 5)) -> torch.Tensor:
+    """Random bits of ``dtype`` (NaN payloads and infinities included)."""
+    if dtype == torch.bool:
+        return torch.rand(shape) > 0.5
+    width = torch.empty(0, dtype=dtype).element_size()
+    bits = torch.randint(0, 256, (*shape[:-1], shape[-1] * width), dtype=torch.uint8)
+    return bits.view(dtype)
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.dtype == b.dtype and a.shape == b.shape and \
+        bytes(a.contiguous().view(torch.uint8).numpy()) == \
+        bytes(b.contiguous().view(torch.uint8).numpy())
+
+
+@pytest.mark.parametrize("compression", [None, "zstd"])
+def test_every_dtype_round_trips_bit_exactly(tmp_path: Path, compression: str | None) -> None:
+    torch.manual_seed(3)
+    tensors = {str(dtype): random_tensor(dtype) for dtype in DTYPES}
+    ocf.torch.save_file(tensors, tmp_path / "all.ocf", compression=compression)
+    loaded = ocf.torch.load_file(tmp_path / "all.ocf")
+    with ocf.open(tmp_path / "all.ocf") as reader:
+        for dtype, name in DTYPES.items():
+            assert reader[str(dtype)].dtype.name == name
+            assert reader.read_tensor(str(dtype)).tobytes() == \
+                bytes(tensors[str(dtype)].view(torch.uint8).numpy())
+    for key, tensor in tensors.items():
+        assert same_bits(loaded[key], tensor), key
+
+
+def test_bfloat16_and_float8_values_match_ml_dtypes(tmp_path: Path) -> None:
+    values = [0.0, -1.5, 2.0, 448.0, float("inf")]
+    tensors = {
+        "bf16": torch.tensor(values, dtype=torch.bfloat16),
+        "e4m3": torch.tensor(values[:4], dtype=torch.float8_e4m3fn),
+        "e5m2": torch.tensor(values, dtype=torch.float8_e5m2),
+    }
+    ocf.torch.save_file(tensors, tmp_path / "f.ocf")
+    arrays = ocf.load_file(tmp_path / "f.ocf")
+    assert arrays["bf16"].dtype == ml_dtypes.bfloat16
+    assert arrays["bf16"].astype(np.float64).tolist() == values
+    assert arrays["e4m3"].astype(np.float64).tolist() == values[:4]
+    assert arrays["e5m2"].dtype == ml_dtypes.float8_e5m2
+    assert arrays["e5m2"].astype(np.float64).tolist() == values
+
+
+def test_non_contiguous_and_conjugated_tensors_save_their_values(tmp_path: Path) -> None:
+    base = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    complex_values = torch.tensor([1 + 2j, 3 - 4j], dtype=torch.complex64)
+    ocf.torch.save_file({"t": base.t(), "conj": complex_values.conj(),
+                         "grad": nn.Parameter(base.clone())}, tmp_path / "f.ocf")
+    loaded = ocf.torch.load_file(tmp_path / "f.ocf")
+    assert loaded["t"].tolist() == [[0, 4, 8], [1, 5, 9], [2, 6, 10], [3, 7, 11]]
+    assert loaded["conj"].tolist() == [1 - 2j, 3 + 4j]
+    assert not loaded["grad"].requires_grad
+
+
+@pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
+@pytest.mark.parametrize("dtype", [torch.complex32, torch.float8_e4m3fnuz, torch.float8_e8m0fnu])
+def test_dtype_without_ocf_counterpart_is_refused_naming_key_and_dtype(
+        tmp_path: Path, dtype: torch.dtype) -> None:
+    tensor = torch.zeros(2, dtype=dtype)
+    with pytest.raises(ocf.InvalidError, match=rf"'weird'.*{dtype}"):
+        ocf.torch.save_file({"weird": tensor}, tmp_path / "f.ocf")
+    assert not (tmp_path / "f.ocf").exists()
+
+
+def mapped_regions(path: Path) -> list[tuple[int, int, str]]:
+    """The address ranges of this process that map ``path``, with their permissions."""
+    regions = []
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 6 and fields[5] == str(path):
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            regions.append((start, end, fields[1]))
+    return regions
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs /proc/self/maps")
+def test_load_file_gives_zero_copy_tensors_over_a_private_file_mapping(tmp_path: Path) -> None:
+    path = tmp_path / "weights.ocf"
+    original = torch.arange(4096, dtype=torch.float32).reshape(64, 64)
+    ocf.torch.save_file({"w": original, "b": torch.ones(7, dtype=torch.bfloat16)}, path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch warns when it wraps read-only memory
+        loaded = ocf.torch.load_file(path)
+    regions = mapped_regions(path)
+    for key in ("w", "b"):
+        pointer = loaded[key].data_ptr()
+        assert any(start <= pointer < end and "p" in perms for start, end, perms in regions), key
+    loaded["w"].add_(1)  # copy-on-write: this process only, never the file
+    assert torch.equal(ocf.torch.load_file(path)["w"], original)
+    with ocf.open(path) as reader:
+        reader.verify_all()
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs /proc/self/maps")
+def test_compressed_tensors_load_into_memory_of_their_own(tmp_path: Path) -> None:
+    path = tmp_path / "weights.ocf"
+    original = torch.zeros(64, 64)
+    ocf.torch.save_file({"w": original}, path, compression="zstd")
+    loaded = ocf.torch.load_file(path)
+    pointer = loaded["w"].data_ptr()
+    assert not any(start <= pointer < end for start, end, _ in mapped_regions(path))
+    assert torch.equal(loaded["w"], original)
+
+
+def test_directory_checkpoint_loads_from_its_shards(tmp_path: Path) -> None:
+    tensors = {f"t{i}": torch.full((300,), float(i)) for i in range(4)}
+    ocf.torch.save_file(tensors, tmp_path / "ckpt", layout="directory", max_shard_size=2048)
+    loaded = ocf.torch.load_file(tmp_path / "ckpt")
+    assert all(torch.equal(loaded[k], tensors[k]) for k in tensors)
+
+
+def test_a_corrupted_chunk_is_caught_on_a_zero_copy_load(tmp_path: Path) -> None:
+    path = tmp_path / "weights.ocf"
+    ocf.torch.save_file({"w": torch.ones(256)}, path)
+    with ocf.open(path) as reader:
+        block = reader["w"].block
+        assert block is not None
+        offset = block.offset + 100
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0x01
+    path.write_bytes(bytes(data))
+    with pytest.raises(ocf.IntegrityError, match=r"tensor 'w'.*CRC-32C"):
+        ocf.torch.load_file(path)
+    assert ocf.torch.load_file(path, verify=False)["w"][25].item() != 1.0  # the flipped bit
+
+
+def test_load_file_device_moves_or_maps_each_tensor(tmp_path: Path) -> None:
+    path = tmp_path / "f.ocf"
+    ocf.torch.save_file({"a": torch.ones(2, 3), "b": torch.zeros(4)}, path)
+    on_meta = ocf.torch.load_file(path, device="meta")
+    assert {k: (t.device.type, tuple(t.shape)) for k, t in on_meta.items()} == \
+        {"a": ("meta", (2, 3)), "b": ("meta", (4,))}
+    on_cpu = ocf.torch.load_file(path, device=torch.device("cpu"))
+    assert on_cpu["a"].device.type == "cpu"
+
+    def only_a_as_double(key: str, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor.double() if key == "a" else tensor.to("meta")
+
+    mixed = ocf.torch.load_file(path, device=only_a_as_double)
+    assert (mixed["a"].dtype, mixed["b"].device.type) == (torch.float64, "meta")
+    with pytest.raises(ocf.InvalidError, match=r"'a'.*returned a str"):
+        ocf.torch.load_file(path, device=lambda key, tensor: "cpu")  # type: ignore[arg-type,return-value]
+
+
+def test_load_file_of_a_missing_key_names_it(tmp_path: Path) -> None:
+    ocf.torch.save_file({"a": torch.ones(1)}, tmp_path / "f.ocf")
+    assert list(ocf.torch.load_file(tmp_path / "f.ocf", keys=["a"])) == ["a"]
+    with pytest.raises(ocf.NotFoundError, match="'nope'"):
+        ocf.torch.load_file(tmp_path / "f.ocf", keys=["a", "nope"])
+
+
+def test_byte_string_tensors_are_refused_by_load_file(tmp_path: Path) -> None:
+    ocf.save_file({"names": np.array([b"a", b"bc"], dtype=object)}, tmp_path / "f.ocf")
+    with pytest.raises(ocf.InvalidError, match=r"'names'.*bytes has no torch counterpart"):
+        ocf.torch.load_file(tmp_path / "f.ocf")
+
+
+def test_state_dict_round_trips_through_save_model_and_load_model(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    trained = ConvNet()
+    train(trained, torch.optim.SGD(trained.parameters(), lr=0.1), 2, image_batch)
+    ocf.torch.save_model(trained, tmp_path / "model.ocf", metadata={"epoch": 2})
+    assert ocf.open(tmp_path / "model.ocf").metadata == {"epoch": 2}
+    assert set(ocf.torch.load_file(tmp_path / "model.ocf")) == set(trained.state_dict())
+
+    model = ConvNet()
+    assert ocf.torch.load_model(model, tmp_path / "model.ocf") == ([], [])
+    assert_same_state(model, trained)
+    lazy = mlp(lazy=True)
+    ocf.torch.save_model(mlp(), tmp_path / "mlp.ocf")
+    ocf.torch.load_model(lazy, tmp_path / "mlp.ocf")  # materialises from the file
+    assert lazy[0].weight.shape == (8, 3)
+
+
+def test_load_model_names_missing_unexpected_and_mismatched_keys(tmp_path: Path) -> None:
+    ocf.torch.save_model(nn.Linear(3, 4), tmp_path / "linear.ocf")
+    with pytest.raises(ocf.InvalidError, match=r"'weight'.*shape \[4, 3\].*\[5, 3\]"):
+        ocf.torch.load_model(nn.Linear(3, 5), tmp_path / "linear.ocf")
+    with pytest.raises(ocf.NotFoundError, match=r"'0\.weight'"):
+        ocf.torch.load_model(nn.Sequential(nn.Linear(3, 4)), tmp_path / "linear.ocf")
+    with pytest.raises(ocf.InvalidError, match="keys the model lacks: bias"):
+        ocf.torch.load_model(nn.Linear(3, 4, bias=False), tmp_path / "linear.ocf")
+    no_bias = nn.Linear(3, 4, bias=False)
+    assert ocf.torch.load_model(no_bias, tmp_path / "linear.ocf", strict=False) == \
+        ([], ["bias"])
+
+
+# -- packaging -----------------------------------------------------------------------
+
+
+def test_core_package_imports_no_framework() -> None:
+    code = "import sys, ocf; print(sorted(m for m in ('torch', 'jax', 'tensorflow') " \
+           "if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_missing_torch_names_the_extra_to_install() -> None:
+    code = "import sys; sys.modules['torch'] = None; import ocf.torch"  # as if not installed
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode != 0
+    assert "pip install 'ocf[torch]'" in done.stderr
+
+
+def test_torch_resume_example_matches_an_uninterrupted_run_bit_for_bit() -> None:
+    example = Path(__file__).resolve().parents[1] / "examples" / "torch_resume.py"
+    done = subprocess.run([sys.executable, str(example)], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.rstrip().endswith("losses match bit for bit")
+    assert done.stdout.count("step ") == 10
