@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 import ocf
-from ocf.async_save import wait_for_pending
+from ocf import async_save
+from ocf.async_save import then, wait_for_pending
 
 TESTS_DIR = Path(__file__).resolve().parent
 
@@ -141,6 +142,55 @@ def test_checkpoint_save_async_numbers_and_restores(tmp_path: Path) -> None:
     restored.restore(handle.path).assert_consumed()
     assert np.array_equal(fresh.kernel.value, np.arange(6, dtype=np.float32).reshape(2, 3))
     assert restored.save_counter == 1
+
+
+def test_then_runs_after_the_commit_and_never_after_a_failure(tmp_path: Path) -> None:
+    seen: list[bool] = []
+
+    def follow_up(path: str) -> str:
+        seen.append(Path(path).is_file())  # committed: the file is in place
+        return path
+
+    handle = ocf.save_file(_state(6), tmp_path / "a.ocf", blocking=False)
+    assert then(handle, follow_up).wait(timeout=120) == os.fspath(tmp_path / "a.ocf")
+    assert seen == [True]
+
+    (tmp_path / "b.ocf").mkdir()  # the file form cannot be written there
+    (tmp_path / "b.ocf" / "mine").write_bytes(b"")
+    chained = then(ocf.save_file(_state(6), tmp_path / "b.ocf", blocking=False), follow_up)
+    with pytest.raises(ocf.InvalidError, match=r"b\.ocf"):
+        chained.wait(timeout=120)
+    assert seen == [True]
+
+
+def test_unobserved_failure_of_a_follow_up_is_raised_by_the_next_save(tmp_path: Path) -> None:
+    def fail(path: str) -> str:
+        raise ocf.InvalidError("the follow-up failed", path=path)
+
+    handle = ocf.save_file(_state(7), tmp_path / "a.ocf", blocking=False)
+    then(handle, fail)  # nobody asks this handle
+    with pytest.raises(ocf.InvalidError, match="follow-up failed"):
+        ocf.save_file(_state(7), tmp_path / "next.ocf")
+    assert not (tmp_path / "next.ocf").exists()
+    _assert_holds(tmp_path / "a.ocf", _state(7))
+
+
+@pytest.mark.parametrize("helpers", [0, 1, 3])
+def test_large_pieces_and_any_number_of_copiers_copy_every_byte(
+        monkeypatch: pytest.MonkeyPatch, helpers: int) -> None:
+    # Small stand-ins for 128 MiB pieces: the slicing is the same, the last piece short.
+    monkeypatch.setattr(async_save, "_LARGE_PIECE", (3 << 20) + 64)
+    monkeypatch.setattr(async_save, "_COPY_HELPERS", helpers)
+    rng = np.random.default_rng(8)
+    state = {"large": rng.standard_normal((7 << 17) + 3),  # 7 MiB + 24 bytes: 3 pieces
+             "medium": rng.integers(0, 1 << 30, (1 << 20) + 1, dtype=np.int32),  # 8 MiB pieces
+             "small": rng.standard_normal(7).astype(np.float32)}
+    expected = _copies(state)
+    snapshot = async_save.snapshot_tensors(state)
+    _scramble(state)
+    for key, value in expected.items():
+        assert snapshot[key].dtype == value.dtype, key
+        assert np.array_equal(snapshot[key], value), key
 
 
 CHILD = textwrap.dedent("""

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import ocf
+from ocf.graph import Node
 
 
 class Dense(ocf.Module):
@@ -250,6 +251,67 @@ def test_slots_of_untracked_variables_are_refused_at_save(tmp_path: Path) -> Non
     with pytest.raises(ocf.InvalidError, match="not part of the saved objects"):
         ocf.Checkpoint(optimizer=optimizer).save(tmp_path / "ckpt")
     assert list(tmp_path.iterdir()) == []
+
+
+class Centimeters(np.ndarray):
+    """An array subclass with its own tensors: stored in meters, not as ``value``."""
+
+    ocf_type_name = "tests.Centimeters"
+
+    def ocf_tensors(self) -> Mapping[str, np.ndarray]:
+        return {"meters": np.asarray(self) / 100}
+
+    def ocf_restore_tensors(self, values: Mapping[str, np.ndarray]) -> None:
+        np.asarray(self)[...] = values["meters"] * 100
+
+
+class Labelled(np.ndarray):
+    """An array subclass adding metadata only; its values are left to the array adapter."""
+
+    label = ""
+
+    def ocf_metadata(self) -> Mapping[str, object]:
+        return {"label": self.label}
+
+    def ocf_restore_metadata(self, values: Mapping[str, object]) -> None:
+        self.label = str(values["label"])
+
+
+def stored_node(reader: ocf.Reader, name: str) -> Node:
+    """The node of the checkpoint's object graph under the root's edge ``name``."""
+    graph = reader.object_graph
+    assert graph is not None
+    index = graph.node_at([name])
+    assert index is not None
+    return graph.nodes[index]
+
+
+def test_own_protocol_methods_win_over_the_adapter_of_a_base_class(tmp_path: Path) -> None:
+    length = np.array([150.0, 20.0]).view(Centimeters)
+    ocf.write({"length": length}, tmp_path / "s.ocf")
+    with ocf.open(tmp_path / "s.ocf") as reader:
+        assert list(reader) == ["length/.meters"]  # not the array adapter's ".value"
+        assert reader.get_tensor("length/.meters").tolist() == [1.5, 0.2]
+        node = stored_node(reader, "length")
+        assert node.type_name == "tests.Centimeters"
+    fresh = np.zeros(2).view(Centimeters)
+    ocf.restore({"length": fresh}, str(tmp_path / "s.ocf")).assert_consumed()
+    assert fresh.tolist() == [150.0, 20.0]
+
+
+def test_the_adapter_still_provides_the_parts_an_object_does_not_define(tmp_path: Path
+                                                                       ) -> None:
+    scores = np.array([1, 2, 3], np.int32).view(Labelled)
+    scores.label = "epoch-3"
+    ocf.write({"scores": scores}, tmp_path / "s.ocf")
+    with ocf.open(tmp_path / "s.ocf") as reader:
+        assert list(reader) == ["scores/.value"]  # the array adapter's tensor
+        node = stored_node(reader, "scores")
+        assert node.metadata == {"label": "epoch-3"}
+        assert node.type_name == "numpy.ndarray"  # the adapter's: Labelled names none
+    fresh = np.zeros(3, np.int32).view(Labelled)
+    ocf.restore({"scores": fresh}, str(tmp_path / "s.ocf")).assert_consumed()
+    assert (fresh.tolist(), fresh.label) == ([1, 2, 3], "epoch-3")
 
 
 # -- property: random object graphs round-trip ------------------------------------

@@ -24,9 +24,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-pytest.importorskip("torch")
-import torch.distributed as dist
-
 import ocf
 from ocf.parts import merge_parts
 
@@ -35,8 +32,6 @@ sys.path.insert(0, str(HERE))
 import distributed_worker as worker  # noqa: E402
 from s3server import S3Server  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
-                                reason="torch.distributed with gloo is not available")
 TIMEOUT = 60
 
 

@@ -11,20 +11,18 @@ import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import flax.linen as nn
+import flax.struct as flax_struct
+import jax
+import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
+import optax
 import pytest
+from flax.training import train_state
 
 import ocf
-
-jax = pytest.importorskip("jax")
-jnp = pytest.importorskip("jax.numpy")
-optax = pytest.importorskip("optax")
-nn = pytest.importorskip("flax.linen")
-flax_struct = pytest.importorskip("flax.struct")
-train_state = pytest.importorskip("flax.training.train_state")
-
-import ocf.jax  # noqa: E402
+import ocf.jax
 
 
 class MLP(nn.Module):  # type: ignore[misc]

@@ -32,9 +32,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from s3server import S3Server
 
 import ocf
-from ocf.manager import STATE_FILE_NAME, CheckpointState, Saveable, read_state, write_state
+from ocf.async_save import then
+from ocf.container import INDEX_FILE_NAME
+from ocf.manager import (
+    MAX_STATE_BYTES,
+    STATE_FILE_NAME,
+    CheckpointState,
+    Saveable,
+    read_state,
+    write_state,
+)
 
 TESTS_DIR = Path(__file__).resolve().parent
 
@@ -752,3 +762,287 @@ def test_a_save_publishes_the_checkpoint_then_the_state_then_deletes(tmp_path: P
     deleted = _index(calls, 0, unlinked(old), "unlink of ckpt-2")
     assert durable < deleted, "ckpt-2 was deleted before the state naming ckpt-3 was durable"
     _index(calls, deleted, renamed_to(state), "rename of the state file without ckpt-2")
+
+
+# -- asynchronous saves ------------------------------------------------------------
+
+
+class GatedCheckpoint:
+    """An ocf.Checkpoint whose asynchronous saves hold the background thread after
+    the commit until ``gate`` is set: the moment between commit and state update."""
+
+    def __init__(self, value: np.ndarray) -> None:
+        self.variable = ocf.Variable(value)
+        self.inner = ocf.Checkpoint(model=self.variable)
+        self.gate = threading.Event()
+        self.committed: list[ocf.SaveHandle] = []
+
+    @property
+    def save_counter(self) -> int:
+        return self.inner.save_counter
+
+    def _gated(self, handle: ocf.SaveHandle) -> ocf.SaveHandle:
+        self.committed.append(handle)
+
+        def hold(path: str) -> str:
+            assert self.gate.wait(60), "the test never opened the gate"
+            return path
+
+        return then(handle, hold)
+
+    def write(self, path: str, blocking: bool = True) -> str | ocf.SaveHandle:
+        if blocking:
+            return self.inner.write(path)
+        return self._gated(self.inner.write(path, blocking=False))
+
+    def save(self, prefix: str, blocking: bool = True) -> str | ocf.SaveHandle:
+        if blocking:
+            return self.inner.save(prefix)
+        return self._gated(self.inner.save(prefix, blocking=False))
+
+    def restore(self, path: str) -> object:
+        return self.inner.restore(path)
+
+
+def _variable_value(path: str) -> np.ndarray:
+    return ocf.load_variable(path, "model/.value")
+
+
+def test_async_save_records_the_state_only_after_the_commit(tmp_path: Path) -> None:
+    checkpoint = GatedCheckpoint(np.arange(1000, dtype=np.float64))
+    value = checkpoint.variable.value
+    manager = ocf.CheckpointManager(checkpoint, tmp_path, max_to_keep=1)
+    assert manager.save() == str(tmp_path / "ckpt-1")
+
+    value += 1  # the training step before the next save
+    handle = manager.save(blocking=False)
+    assert isinstance(handle, ocf.SaveHandle)
+    value += 1  # after the call: not in the checkpoint
+    assert checkpoint.committed[-1].wait(60) == str(tmp_path / "ckpt-2")
+    # Committed, the state not yet updated: everything still names ckpt-1.
+    assert state_json(tmp_path)["all"] == ["ckpt-1"]
+    assert ocf.latest_checkpoint(tmp_path) == manager.latest_checkpoint == str(
+        tmp_path / "ckpt-1")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.json", "ckpt-1", "ckpt-2"]
+    assert not handle.done()
+
+    checkpoint.gate.set()
+    assert handle.wait(60) == str(tmp_path / "ckpt-2")
+    assert state_json(tmp_path)["latest"] == "ckpt-2"
+    assert manager.checkpoints == [str(tmp_path / "ckpt-2")]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.json", "ckpt-2"]
+    np.testing.assert_array_equal(_variable_value(str(tmp_path / "ckpt-2")),
+                                  np.arange(1000) + 1.0)
+
+
+def test_async_save_with_a_number_and_the_next_save_waits_for_the_state(tmp_path: Path) -> None:
+    checkpoint = GatedCheckpoint(np.zeros(4))
+    checkpoint.gate.set()
+    manager = ocf.CheckpointManager(checkpoint, tmp_path, max_to_keep=2)
+    first = manager.save(checkpoint_number=7, blocking=False)
+    assert first is not None
+    # A blocking save right after: it runs after the background state update.
+    assert manager.save(checkpoint_number=8) == str(tmp_path / "ckpt-8")
+    assert first.done()
+    assert first.wait() == str(tmp_path / "ckpt-7")
+    assert state_json(tmp_path)["all"] == ["ckpt-7", "ckpt-8"]
+    assert checkpoint.save_counter == 0
+
+
+def test_failed_async_save_leaves_the_state_and_raises_from_wait(tmp_path: Path) -> None:
+    checkpoint = GatedCheckpoint(np.zeros(4))
+    checkpoint.gate.set()
+    manager = ocf.CheckpointManager(checkpoint, tmp_path)
+    manager.save()
+    (tmp_path / "ckpt-2").mkdir()  # the file form cannot be written there
+    (tmp_path / "ckpt-2" / "mine.txt").write_bytes(b"kept")
+    handle = manager.save(blocking=False)
+    assert handle is not None
+    with pytest.raises(ocf.InvalidError, match="ckpt-2"):
+        handle.wait(60)
+    assert state_json(tmp_path)["all"] == ["ckpt-1"]
+    assert manager.latest_checkpoint == ocf.latest_checkpoint(tmp_path) == str(
+        tmp_path / "ckpt-1")
+
+
+# -- on an object store (a real moto S3 server) -------------------------------------
+
+
+class StoreCheckpoint(ArrayCheckpoint):
+    """ArrayCheckpoint on an object store in the multi-file form: takes storage_options."""
+
+    def write(self, path: str, storage_options: dict[str, object] | None = None) -> str:
+        ocf.save_file(self.arrays, path, layout="directory", storage_options=storage_options,
+                      metadata={"save_counter": self._save_counter})
+        return path
+
+    def save(self, prefix: str, storage_options: dict[str, object] | None = None) -> str:
+        self._save_counter += 1
+        return self.write(f"{prefix}-{self._save_counter}", storage_options)
+
+    def restore(self, path: str, storage_options: dict[str, object] | None = None
+                ) -> dict[str, object]:
+        with ocf.open(path, storage_options=storage_options) as reader:
+            counter = reader.metadata["save_counter"]
+            assert isinstance(counter, int)
+            self.arrays = reader.read_tensors(reader)
+        self._save_counter = counter
+        return {"restored": path}
+
+
+def _s3_names(server: S3Server, url: str) -> list[str]:
+    """Every object below ``url``, relative to it, as the server lists them now."""
+    prefix = url.removeprefix("s3://")
+    server.fs.invalidate_cache()
+    return sorted(name[len(prefix) + 1:] for name in server.fs.find(prefix))
+
+
+def _s3_state(server: S3Server, url: str) -> dict[str, object]:
+    document = json.loads(server.fs.cat_file(f"{url}/{STATE_FILE_NAME}"))
+    assert isinstance(document, dict)
+    return document
+
+
+def _holds_numbers(arrays: dict[str, np.ndarray], number: int, size: int = 1024) -> None:
+    expected = values_for(number, size)
+    assert sorted(arrays) == sorted(expected)
+    for key, array in expected.items():
+        np.testing.assert_array_equal(arrays[key], array, err_msg=key)
+
+
+def test_manager_on_s3_keeps_max_to_keep_and_deletes_whole_checkpoints(
+        s3_server: S3Server, s3_bucket: str) -> None:
+    url, opts = f"{s3_bucket}/run", s3_server.storage_options
+    checkpoint = StoreCheckpoint()
+    manager = ocf.CheckpointManager(checkpoint, url + "/", max_to_keep=2, storage_options=opts)
+    for number in (1, 10, 2):  # deleting ckpt-1 must leave its neighbour ckpt-10 whole
+        checkpoint.arrays = values_for(number)
+        assert manager.save(checkpoint_number=number) == f"{url}/ckpt-{number}"
+
+    names_now = _s3_names(s3_server, url)
+    assert [n for n in names_now if not n.startswith("ckpt-10/")
+            and not n.startswith("ckpt-2/")] == [STATE_FILE_NAME]
+    assert sorted(n.split("/")[1] for n in names_now if "/" in n).count(INDEX_FILE_NAME) == 2
+    state = _s3_state(s3_server, url)
+    assert (state["latest"], state["all"]) == ("ckpt-2", ["ckpt-10", "ckpt-2"])
+    assert manager.checkpoints == [f"{url}/ckpt-10", f"{url}/ckpt-2"]
+
+    assert ocf.latest_checkpoint(url, storage_options=opts) == f"{url}/ckpt-2"
+    reopened = StoreCheckpoint()
+    again = ocf.CheckpointManager(reopened, url, max_to_keep=2, storage_options=opts)
+    assert again.checkpoints == manager.checkpoints
+    assert again.restore_or_initialize() == f"{url}/ckpt-2"
+    _holds_numbers(reopened.arrays, 2)
+    with ocf.open(f"{url}/ckpt-10", storage_options=opts) as reader:
+        _holds_numbers(reader.read_tensors(reader), 10)
+
+
+def test_latest_checkpoint_on_s3_skips_a_latest_without_index(
+        s3_server: S3Server, s3_bucket: str) -> None:
+    url, opts = f"{s3_bucket}/run", s3_server.storage_options
+    checkpoint = StoreCheckpoint()
+    manager = ocf.CheckpointManager(checkpoint, url, storage_options=opts)
+    for _ in range(2):
+        checkpoint.arrays = values_for(checkpoint.save_counter + 1)
+        manager.save()
+    s3_server.fs.rm_file(f"{url}/ckpt-2/{INDEX_FILE_NAME}".removeprefix("s3://"))
+    assert ocf.latest_checkpoint(url, storage_options=opts) == f"{url}/ckpt-1"
+    assert ocf.latest_checkpoint(f"{s3_bucket}/elsewhere", storage_options=opts) is None
+
+
+def test_hostile_state_object_on_s3_is_refused(s3_server: S3Server, s3_bucket: str) -> None:
+    url, opts = f"{s3_bucket}/run", s3_server.storage_options
+    bucket_path = url.removeprefix("s3://")
+    s3_server.fs.pipe_file(f"{bucket_path}/{STATE_FILE_NAME}", b"{" * (MAX_STATE_BYTES + 5))
+    with pytest.raises(ocf.LimitExceededError, match=STATE_FILE_NAME):
+        ocf.latest_checkpoint(url, storage_options=opts)
+    s3_server.fs.pipe_file(f"{bucket_path}/{STATE_FILE_NAME}", _with(latest="../x"))
+    with pytest.raises(ocf.InvalidError, match=r"s3://.*checkpoint\.json"):
+        ocf.CheckpointManager(StoreCheckpoint(), url, storage_options=opts)
+    s3_server.fs.rm_file(f"{bucket_path}/{STATE_FILE_NAME}")
+    s3_server.fs.pipe_file(f"{bucket_path}/{STATE_FILE_NAME}/inside", b"x")
+    with pytest.raises(ocf.InvalidError, match="prefix"):
+        ocf.latest_checkpoint(url, storage_options=opts)
+
+
+def test_ocf_checkpoint_saved_by_a_manager_on_s3_in_the_background(
+        s3_server: S3Server, s3_bucket: str) -> None:
+    url, opts = f"{s3_bucket}/train", s3_server.storage_options
+    variable = ocf.Variable(np.arange(64, dtype=np.float32))
+    weights = variable.value
+    manager = ocf.CheckpointManager(ocf.Checkpoint(model=variable), url,
+                                    max_to_keep=1, storage_options=opts)
+    for _ in range(2):
+        weights += 1
+        handle = manager.save(blocking=False)
+        assert handle is not None
+        weights += 100  # after the call: not saved
+        assert handle.wait(120) == manager.latest_checkpoint
+    assert manager.latest_checkpoint == f"{url}/ckpt-2"
+    assert _s3_names(s3_server, url) == [STATE_FILE_NAME, "ckpt-2"]
+
+    restored = ocf.Variable(np.zeros(64, dtype=np.float32))
+    fresh = ocf.Checkpoint(model=restored)
+    again = ocf.CheckpointManager(fresh, url, storage_options=opts)
+    assert again.restore_or_initialize() == f"{url}/ckpt-2"
+    np.testing.assert_array_equal(restored.value, np.arange(64, dtype=np.float32) + 102)
+    assert fresh.save_counter == 2
+
+
+S3_CHILD = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, sys.argv[1])
+    import ocf
+    from test_manager import StoreCheckpoint, values_for
+
+    url, count = sys.argv[2], int(sys.argv[3])
+    checkpoint = StoreCheckpoint()
+    manager = ocf.CheckpointManager(checkpoint, url, max_to_keep=1)  # FSSPEC_S3 points it
+    manager.restore_or_initialize()
+    print("ready", checkpoint.save_counter, flush=True)
+    for _ in range(count):
+        checkpoint.arrays = values_for(checkpoint.save_counter + 1)
+        manager.save()
+        print("saved", checkpoint.save_counter, flush=True)
+""")
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+def test_sigkill_of_a_manager_on_s3_never_loses_the_latest_checkpoint(
+        s3_server: S3Server, s3_bucket: str) -> None:
+    url, opts = f"{s3_bucket}/run", s3_server.storage_options
+    rng = random.Random(SEED)
+    print(f"seed {SEED} (OCF_MANAGER_SEED={SEED} replays it)")
+    saved = latest = 0
+    for kill in range(5):
+        context = f"seed {SEED}, kill {kill}"
+        child = subprocess.Popen([sys.executable, "-c", S3_CHILD, str(TESTS_DIR), url, "1000"],
+                                 stdout=subprocess.PIPE, text=True,
+                                 env={**os.environ, **s3_server.env})
+        try:
+            assert child.stdout is not None
+            ready = child.stdout.readline().split()
+            assert ready == ["ready", str(latest)], context
+            time.sleep(rng.uniform(0.05, 1.0))
+            child.send_signal(signal.SIGKILL)
+            out = child.communicate(timeout=30)[0]
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+        numbers = [int(line.split()[1]) for line in out.splitlines() if line.startswith("saved")]
+        saved = max([saved, *numbers])
+        read_state(url, opts)  # whole and well formed
+        found = ocf.latest_checkpoint(url, storage_options=opts)
+        if found is None:
+            assert saved == 0, context
+            continue
+        latest = int(found.rsplit("-", 1)[1])
+        assert latest >= saved, f"{context}: latest {latest}, but save {saved} had returned"
+        restored = StoreCheckpoint()
+        restored.restore(found, opts)
+        _holds_numbers(restored.arrays, latest)
+        # max_to_keep=1: the latest, maybe one being deleted, maybe one not yet named.
+        checkpoints = {n.split("/")[0] for n in _s3_names(s3_server, url) if "/" in n}
+        assert len(checkpoints) <= 3, f"{context}: {sorted(checkpoints)}"
+    assert latest > 0, f"seed {SEED}: no save finished"

@@ -138,6 +138,43 @@ def test_async_save_to_s3_commits_in_the_background(
     _assert_same(ocf.load_file(url, storage_options=s3_server.storage_options), values)
 
 
+# -- restoring and loading by name ------------------------------------------------
+
+
+def test_restore_saver_and_load_variable_take_storage_options(
+        s3_server: S3Server, s3_bucket: str) -> None:
+    """No fsspec configuration: only the storage_options given reach the server."""
+    opts = s3_server.storage_options
+    kernel = np.arange(12, dtype=np.float32).reshape(3, 4)
+    model = ocf.Module()
+    model.kernel = ocf.Variable(kernel.copy())
+    path = ocf.Checkpoint(model=model).save(f"{s3_bucket}/run/ckpt", storage_options=opts)
+    assert path == f"{s3_bucket}/run/ckpt-1"
+
+    fresh = ocf.Module()
+    fresh.kernel = ocf.Variable(np.zeros((3, 4), np.float32))
+    ocf.Checkpoint(model=fresh).restore(path, storage_options=opts).assert_consumed()
+    assert np.array_equal(fresh.kernel.value, kernel)
+    bare = ocf.Module()
+    bare.kernel = ocf.Variable(np.zeros((3, 4), np.float32))
+    ocf.restore(bare, path, start="model", storage_options=opts).assert_consumed()
+    assert np.array_equal(bare.kernel.value, kernel)
+
+    assert ocf.list_variables(path, storage_options=opts) == [
+        ("model/kernel/.value", "float32", (3, 4)), ("save_counter/.value", "int64", ())]
+    assert np.array_equal(ocf.load_variable(path, "model/kernel/.value", storage_options=opts),
+                          kernel)
+
+    values = _values(3)
+    url = f"{s3_bucket}/saver/model"
+    assert ocf.Saver(values).save(url, global_step=7, storage_options=opts) == f"{url}-7"
+    targets = {key: np.zeros_like(value) for key, value in values.items()}
+    ocf.Saver(targets).restore(f"{url}-7", storage_options=opts)
+    _assert_same(targets, values)
+    with pytest.raises(ocf.NotFoundError, match="R-COMMIT-006"):
+        ocf.Saver(targets).restore(f"{url}-8", storage_options=opts)
+
+
 # -- reading only what is needed -------------------------------------------------
 
 

@@ -10,8 +10,11 @@ TensorFlow.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tracemalloc
@@ -1043,3 +1046,309 @@ def test_varint_roundtrip(value: int) -> None:
     encoded = encode_varint(value)
     assert encoded == varint(value)
     assert decode_varint(encoded, 0, len(encoded)) == (value, len(encoded))
+
+
+# Partitioned tensors: every slice is checked before the tensor is allocated, and the
+# slices are checked not to overlap without memory proportional to the elements.
+
+
+def partitioned_files(
+    tmp_path: Path, code: int, shape: list[int], slices: list[tuple[list[tuple[int, int]],
+                                                                    dict[str, int]]],
+    data: bytes,
+) -> Path:
+    """Parent entry "x" of ``shape``, and per slice its extents and stored entry fields."""
+    from ocf.tensorflow.slice_keys import slice_key
+
+    parent = pb.BundleEntryProto(dtype=code)
+    for dim in shape:
+        parent.shape.dims.add(size=dim)
+    entries = [(b"", header()), (b"x", b"")]
+    for extents, fields in slices:
+        proto = parent.slices.add()
+        for start, length in extents:
+            proto.extents.add(start=start, length=length)
+        entries.append((slice_key("x", extents), entry(
+            dtype=code, shape=[n for _, n in extents], **fields)))
+    entries[1] = (b"x", parent.SerializeToString())
+    return write_files(tmp_path, sorted(entries), data)
+
+
+BIG = 2**40
+SHARED = np.arange(1 << 16, dtype=np.float32).tobytes()  # 256 KiB
+
+
+@pytest.mark.parametrize(
+    ("code", "shape", "slices", "data", "error", "match"),
+    [
+        # float32[2**40] in one slice claiming 0 bytes: 4 TiB would be allocated.
+        (1, [BIG], [([(0, BIG)], {"size": 0})], b"", InvalidError, "needs 4398046511104"),
+        (1, [BIG], [([(0, BIG)], {"size": 4})], FLOATS, InvalidError, "needs"),
+        # A string slice too small for its elements.
+        (7, [BIG], [([(0, BIG)], {"size": 4})], FLOATS, InvalidError, "cannot fit"),
+        # A slice running past the end of its data file.
+        (1, [BIG], [([(0, BIG)], {"size": 4 * BIG})], FLOATS, MalformedError, "past the end"),
+        (1, [6], [([(0, 3)], {"size": 12}), ([(3, 3)], {"size": 12, "offset": 4})], FLOATS,
+         MalformedError, "past the end"),
+        # Sixteen slices of 256 KiB sharing the same stored bytes: 4 MiB out of 256 KiB.
+        (1, [16 << 16],
+         [([(i << 16, 1 << 16)], {"size": 1 << 18, "crc32c": tf_support.masked(SHARED)})
+          for i in range(16)],
+         SHARED, InvalidError, "share bytes"),
+    ],
+    ids=["empty-4TiB", "short-4TiB", "string-4TiB", "past-end-4TiB", "past-end-second",
+         "shared-bytes"],
+)
+def test_hostile_partitioned_entries_are_refused_before_allocating(
+    tmp_path: Path, code: int, shape: list[int],
+    slices: list[tuple[list[tuple[int, int]], dict[str, int]]], data: bytes,
+    error: type[OCFError], match: str,
+) -> None:
+    prefix = partitioned_files(tmp_path, code, shape, slices, data)
+    tracemalloc.start()
+    try:
+        with BundleReader(prefix) as reader, pytest.raises(error, match=match) as caught:
+            reader.read("x")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert caught.value.key == "x"
+    assert caught.value.path is not None
+    assert caught.value.path.startswith(str(prefix))
+    assert peak < 1 << 20
+
+
+FOUR = np.array([1.0, 2.0, 3.0, 4.0], np.float32).tobytes()
+
+
+@pytest.mark.parametrize(
+    ("shape", "first", "second"),
+    [
+        ([4], [(0, 2)], [(1, 2)]),  # the element counts add up, the slices overlap
+        ([2, 2], [(0, 2), (0, 1)], [(0, 1), (0, 2)]),
+    ],
+)
+def test_overlapping_slices_with_their_own_bytes_are_invalid(
+    tmp_path: Path, shape: list[int], first: list[tuple[int, int]],
+    second: list[tuple[int, int]],
+) -> None:
+    crc = tf_support.masked(FOUR[:8])
+    slices = [(first, {"size": 8, "crc32c": crc}),
+              (second, {"size": 8, "offset": 8, "crc32c": tf_support.masked(FOUR[8:])})]
+    prefix = partitioned_files(tmp_path, 1, shape, slices, FOUR)
+    with BundleReader(prefix) as reader, pytest.raises(InvalidError, match="overlap") as caught:
+        reader.read("x")
+    assert caught.value.key == "x"
+
+
+def test_assembling_needs_no_memory_per_element_beyond_the_output(tmp_path: Path) -> None:
+    # Four int8 slices of 1 MiB: the output (4 MiB) and one slice's bytes at a time;
+    # a coverage mask of one byte per element would add 4 MiB.
+    full = np.random.default_rng(0).integers(-128, 128, size=(4, 1 << 20), dtype=np.int8)
+    with BundleWriter(tmp_path / "ckpt") as writer:
+        for i in range(4):
+            writer.add_slice("x", full.shape, (i, 0), full[i : i + 1])
+    with BundleReader(tmp_path / "ckpt") as reader:
+        reader.entry("x")
+        tracemalloc.start()
+        try:
+            value = reader.read("x")
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert np.array_equal(value, full)
+    assert peak < full.nbytes * 3 // 2
+
+
+def brick_wall() -> list[tuple[tuple[int, int], ...]]:
+    """An irregular tiling of a 6 x 6 tensor: rows of bricks offset against each other."""
+    boxes = []
+    for row in range(3):
+        cuts = [0, 3, 6] if row % 2 == 0 else [0, 1, 4, 6]
+        boxes += [((2 * row, 2), (a, b - a)) for a, b in itertools.pairwise(cuts)]
+    return boxes
+
+
+@pytest.mark.parametrize("grid_cells", [1 << 22, 0])  # 0: checked pair by pair
+def test_tiling_check_accepts_tilings_and_names_overlapping_slices(
+    monkeypatch: pytest.MonkeyPatch, grid_cells: int
+) -> None:
+    from ocf.tensorflow import tiling
+
+    monkeypatch.setattr(tiling, "MAX_GRID_CELLS", grid_cells)
+    wall = brick_wall()
+    tiling.check_tiling(wall, "f", "x")
+    tiling.check_tiling([((0, 4),), ((4, 0),), ((4, 4),), ((2, 0),)], "f", "x")
+    tiling.check_tiling([((i, 1), (0, 2**40)) for i in range(3000)], "f", "x")
+    with pytest.raises(InvalidError, match=r"slices \[0:2, 3:6\] and \[1:3, 5:6\] overlap"):
+        tiling.check_tiling([*wall, ((1, 2), (5, 1))], "f", "x")
+    with pytest.raises(InvalidError, match=r"\[0:3\] and \[2:4\] overlap") as caught:
+        tiling.check_tiling([((0, 3),), ((2, 2),)], "f", "x")
+    assert (caught.value.path, caught.value.key) == ("f", "x")
+    many = [((i, 1), (0, 8)) for i in range(2000)] + [((1999, 1), (7, 1))]
+    with pytest.raises(InvalidError, match=r"\[1999:2000, 0:8\] and \[1999:2000, 7:8\]"):
+        tiling.check_tiling(many, "f", "x")
+
+
+def test_irregular_tiling_is_assembled(tmp_path: Path) -> None:
+    full = np.arange(36, dtype=np.int32).reshape(6, 6)
+    with BundleWriter(tmp_path / "ckpt") as writer:
+        for box in brick_wall():
+            (r, nr), (c, nc) = box
+            writer.add_slice("x", full.shape, (r, c), full[r : r + nr, c : c + nc])
+    with BundleReader(tmp_path / "ckpt") as reader:
+        assert np.array_equal(reader.read("x"), full)
+
+
+def test_slices_too_irregular_to_check_are_refused_as_a_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ocf.tensorflow import tiling
+
+    # Thin rows beside thin columns: a grid of 10**6 cells; sorted along either
+    # dimension, every row (or column) meets all the others.
+    rows = [((i, 1), (0, 1000)) for i in range(1000)]
+    columns = [((0, 1000), (1000 + j, 1)) for j in range(1000)]
+    tiling.check_tiling(rows + columns, "f", "x")  # on the grid
+    monkeypatch.setattr(tiling, "MAX_GRID_CELLS", 1 << 16)
+    tiling.check_tiling(rows + columns, "f", "x")  # pair by pair, within the limit
+    monkeypatch.setattr(tiling, "MAX_PAIRS", 1 << 16)
+    with pytest.raises(LimitExceededError, match="too irregular") as caught:
+        tiling.check_tiling(rows + columns, "f", "x")
+    assert (caught.value.path, caught.value.key) == ("f", "x")
+
+
+# The writer's commit: an index never describes data other than its own, even when a
+# checkpoint is overwritten and the writer is killed at any step of finish().
+
+STRACE = shutil.which("strace")
+WRITE_TAGGED = """
+import sys
+import numpy as np
+from ocf.tensorflow import BundleWriter
+
+def values(tag):
+    # Tag 1 and 2 have the same keys and as many data files (4 KiB each, so their
+    # names collide), other dtypes and values.
+    dtype = np.float32 if tag == 1 else np.float64
+    return {k: np.full(4096 // np.dtype(dtype).itemsize, 10 * tag + i, dtype)
+            for i, k in enumerate("abc")}
+
+if __name__ == "__main__":
+    with BundleWriter(sys.argv[1], max_shard_bytes=4096) as writer:
+        for key, array in values(int(sys.argv[2])).items():
+            writer.add(key, array)
+"""
+
+
+def tagged_values(tag: int) -> dict[str, np.ndarray]:
+    scope: dict[str, Any] = {}
+    exec(WRITE_TAGGED, scope)  # the child's own definition of the values
+    values: dict[str, np.ndarray] = scope["values"](tag)
+    return values
+
+
+def write_tagged(prefix: Path, tag: int, *strace: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-c", WRITE_TAGGED, str(prefix), str(tag)]
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    return subprocess.run([*strace, *command], capture_output=True, text=True, env=env,
+                          check=False)
+
+
+def held(prefix: Path) -> str:
+    """"none" without an index, else which values ("old" or "new") it holds, exactly."""
+    if not Path(f"{prefix}.index").exists():
+        return "none"
+    with BundleReader(prefix) as reader:  # any OCFError fails the test
+        got = {key: reader.read(key) for key in reader}
+    for name, tag in (("old", 1), ("new", 2)):
+        expected = tagged_values(tag)
+        if sorted(got) == sorted(expected) and all(
+                got[k].dtype == v.dtype and np.array_equal(got[k], v)
+                for k, v in expected.items()):
+            return name
+    raise AssertionError(f"{prefix} holds neither the old nor the new values: {got}")
+
+
+def strace_works() -> bool:
+    if STRACE is None:
+        return False
+    probe = subprocess.run([STRACE, "-o", os.devnull, "true"], capture_output=True, check=False)
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(not strace_works(), reason="needs a working strace")
+@pytest.mark.parametrize("syscalls", ["?unlink,?unlinkat", "?rename,?renameat,?renameat2",
+                                      "fsync,fdatasync"])
+def test_killed_overwrite_never_leaves_an_index_describing_other_data(
+    tmp_path: Path, syscalls: str
+) -> None:
+    # SIGKILL on entry to the k-th call (the call does not happen), for every k
+    # until the writer finishes: every point between two steps of finish().
+    outcomes = []
+    for k in range(1, 60):
+        shutil.rmtree(tmp_path / "d", ignore_errors=True)
+        prefix = tmp_path / "d" / "ckpt"
+        assert write_tagged(prefix, 1).returncode == 0
+        assert held(prefix) == "old"
+        run = write_tagged(prefix, 2, str(STRACE), "-qq", "-o", os.devnull,
+                           "-e", f"trace={syscalls}",
+                           "-e", f"inject={syscalls}:signal=SIGKILL:when={k}")
+        outcomes.append(held(prefix))
+        if run.returncode == 0:
+            break
+        assert run.returncode in (-9, 128 + 9), run.stderr  # strace dies as its child did
+    else:
+        raise AssertionError("the writer never finished")
+    assert outcomes[-1] == "new"
+    if syscalls.startswith("?unlink"):
+        assert outcomes[:-1] == ["old"]  # the old index is removed, nothing before
+    else:
+        assert "none" in outcomes
+    assert write_tagged(prefix, 2).returncode == 0  # and the next write succeeds
+    assert held(prefix) == "new"
+
+
+@pytest.mark.skipif(not strace_works(), reason="needs a working strace")
+def test_finish_fsyncs_files_and_directory_and_removes_the_old_index_first(
+    tmp_path: Path,
+) -> None:
+    prefix = tmp_path / "ckpt"
+    assert write_tagged(prefix, 1).returncode == 0
+    log = tmp_path / "strace.log"
+    traced = "openat,fsync,fdatasync,?rename,?renameat,?renameat2,?unlink,?unlinkat"
+    run = write_tagged(prefix, 2, str(STRACE), "-qq", "-y", "-o", str(log),
+                       "-e", f"trace={traced}")
+    assert run.returncode == 0, run.stderr
+    calls: list[tuple[str, tuple[str, ...]]] = []
+    for line in log.read_text().splitlines():
+        match = re.match(r"^(\w+)\((.*)\)\s+=\s+(-?\d+)", line)
+        if match is None or int(match[3]) < 0:
+            continue
+        name, args = match[1], match[2]
+        pattern = r"^\d+<([^>]*)>" if name in ("fsync", "fdatasync") else r'"([^"]*)"'
+        calls.append((name, tuple(re.findall(pattern, args))))
+
+    def first(name: str, paths: tuple[str, ...]) -> int:
+        hits = [i for i, (n, p) in enumerate(calls) if n.startswith(name) and p == paths]
+        assert hits, (name, paths, calls)
+        return hits[0]
+
+    def synced_between(path: str, after: int, before: int) -> bool:
+        return any(n in ("fsync", "fdatasync") and p == (path,)
+                   for n, p in calls[after + 1 : before])
+
+    index = f"{prefix}.index"
+    removed = first("unlink", (index,))
+    renames = [(i, p) for i, (n, p) in enumerate(calls) if n.startswith("rename")]
+    data = [(i, p) for i, p in renames if ".data-" in p[1]]
+    assert [Path(p[1]).name for _, p in data] == [
+        f"ckpt.data-0000{i}-of-00003" for i in range(3)]
+    published = first("rename", (renames[-1][1][0], index))
+    assert renames[-1][0] == published  # the index is renamed last
+    directory = str(tmp_path)
+    assert synced_between(directory, removed, data[0][0])
+    assert synced_between(directory, data[-1][0], published)
+    assert synced_between(directory, published, len(calls))
+    for i, (temp, _) in [*data, (published, renames[-1][1])]:
+        assert synced_between(temp, -1, i), temp  # every file is durable before its rename

@@ -554,6 +554,149 @@ def test_load_model_names_missing_unexpected_and_mismatched_keys(tmp_path: Path)
         ([], ["bias"])
 
 
+# -- a module's own protocol methods and extra state ----------------------------------
+
+
+class FineTuned(nn.Module):
+    """Saves only its head, not the frozen backbone, and a counter as its own metadata."""
+
+    ocf_type_name = "tests.FineTuned"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.backbone = nn.Linear(3, 3)
+        self.head = nn.Linear(3, 2)
+        self.updates = 0
+
+    def ocf_children(self) -> dict[str, object]:
+        return {"head": self.head}
+
+    def ocf_metadata(self) -> dict[str, object]:
+        return {"updates": self.updates}
+
+    def ocf_restore_metadata(self, values: dict[str, object]) -> None:
+        self.updates = int(values["updates"])  # type: ignore[call-overload]
+
+
+def test_a_modules_own_protocol_methods_win_over_the_nn_module_adapter(tmp_path: Path
+                                                                     ) -> None:
+    torch.manual_seed(0)
+    model = FineTuned()
+    model.updates = 12
+    path = ocf.torch.save(tmp_path / "ckpt.ocf", model=model)
+    with ocf.open(path) as reader:
+        assert sorted(k for k in reader if k.startswith("model/")) == [
+            "model/head/bias/.value", "model/head/weight/.value"]  # no backbone
+        graph = reader.object_graph
+    assert graph is not None
+    stored = graph.nodes[graph.nodes[0].children["model"]]
+    assert (stored.type_name, stored.metadata) == ("tests.FineTuned", {"updates": 12})
+
+    fresh = FineTuned()
+    backbone = fresh.backbone.weight.detach().clone()
+    ocf.torch.restore(path, model=fresh).assert_consumed()
+    assert fresh.updates == 12
+    assert torch.equal(fresh.head.weight, model.head.weight)
+    assert torch.equal(fresh.backbone.weight, backbone)  # not in the checkpoint: untouched
+
+
+class Calibrated(nn.Module):
+    """A layer keeping extra state (an FP8-style recipe) through get/set_extra_state."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(2, 2)
+        self.extra: object = None
+        self.received: object = None
+
+    def get_extra_state(self) -> object:
+        return self.extra
+
+    def set_extra_state(self, state: object) -> None:
+        self.received = state
+
+
+def test_extra_state_tensors_and_python_values_are_saved_and_handed_back(tmp_path: Path
+                                                                          ) -> None:
+    model = nn.Sequential(nn.Linear(2, 2), Calibrated())
+    model[1].extra = {
+        "amax": torch.tensor([1.5, 2.5]),
+        "history": [torch.arange(3, dtype=torch.int32), 7],
+        "recipe": {"format": "e4m3", "margin": 0, "scale": 0.5, "delayed": True,
+                   "tag": b"\x01", "unset": None},
+        "shape": (2, 3),
+    }
+    path = ocf.torch.save(tmp_path / "ckpt.ocf", model=model)
+    with ocf.open(path) as reader:  # documented keys, readable by name
+        assert reader.read_tensor("model/1/.extra_state.0").tolist() == [1.5, 2.5]
+        assert reader.read_tensor("model/1/.extra_state.1").tolist() == [0, 1, 2]
+        graph = reader.object_graph
+    assert graph is not None
+    node = graph.node_at(["model", "1"])
+    assert node is not None
+    stored = graph.nodes[node].metadata
+    assert stored["extra_state_tensors"] == [["amax"], ["history", 0]]
+
+    fresh = nn.Sequential(nn.Linear(2, 2), Calibrated())
+    ocf.torch.restore(path, model=fresh).assert_consumed()
+    received = fresh[1].received
+    assert isinstance(received, dict)
+    assert torch.equal(received.pop("amax"), torch.tensor([1.5, 2.5]))
+    history = received.pop("history")
+    assert torch.equal(history[0], torch.tensor([0, 1, 2], dtype=torch.int32))
+    assert received == {"recipe": {"format": "e4m3", "margin": 0, "scale": 0.5,
+                                   "delayed": True, "tag": b"\x01", "unset": None},
+                        "shape": [2, 3]}  # tuples come back as lists
+    assert history[1:] == [7]
+
+
+def test_a_tensor_extra_state_comes_back_as_the_tensor(tmp_path: Path) -> None:
+    model = Calibrated()
+    model.extra = torch.tensor([9, 8, 7], dtype=torch.uint8)  # as Transformer Engine keeps it
+    path = ocf.torch.save(tmp_path / "ckpt.ocf", model=model)
+    fresh = Calibrated()
+    ocf.torch.restore(path, model=fresh).assert_consumed()
+    assert isinstance(fresh.received, torch.Tensor)
+    assert fresh.received.dtype == torch.uint8
+    assert fresh.received.tolist() == [9, 8, 7]
+
+
+class Uncalibrated(nn.Module):
+    """Calibrated's structure without extra state."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(2, 2)
+
+
+def test_a_checkpoint_without_extra_state_makes_no_set_extra_state_call(tmp_path: Path
+                                                                         ) -> None:
+    path = ocf.torch.save(tmp_path / "ckpt.ocf", model=Uncalibrated())
+    with ocf.open(path) as reader:
+        assert sorted(reader) == ["model/linear/bias/.value", "model/linear/weight/.value",
+                                  "save_counter/.value"]
+    fresh = Calibrated()
+    fresh.received = "untouched"
+    ocf.torch.restore(path, model=fresh).assert_consumed()
+    assert fresh.received == "untouched"
+
+
+@pytest.mark.parametrize(("extra", "shown"), [
+    ({"config": object()}, r"a builtins\.object at \['config'\]"),
+    ({1: torch.zeros(1)}, "a dict with non-str keys at the top"),
+    ([np.zeros(2)], r"a numpy\.ndarray at \[0\]"),
+    ({"big": 1 << 70}, r"the integer 1180591620717411303424 at \['big'\]"),
+])
+def test_unstorable_extra_state_is_refused_naming_the_module_path(
+        tmp_path: Path, extra: object, shown: str) -> None:
+    model = nn.Sequential(nn.Sequential(nn.Linear(2, 2), Calibrated()))
+    model[0][1].extra = extra
+    with pytest.raises(ocf.InvalidError, match=rf"'model/0/1': the extra state of Calibrated "
+                                               rf"holds {shown}"):
+        ocf.torch.save(tmp_path / "ckpt.ocf", model=model)
+    assert list(tmp_path.iterdir()) == []
+
+
 # -- packaging -----------------------------------------------------------------------
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from ocf.async_save import SaveHandle
 from ocf.checkpoint import Checkpoint
 from ocf.errors import (
     Category,
@@ -52,5 +53,5 @@ __all__ = [
 # Object-based checkpoints (ocf.checkpoint, ocf.tracking, ocf.restoring).
 __all__ += ["Checkpoint", "Module", "RestoreMismatchError", "RestoreStatus", "Variable",
             "restore", "write"]
-# Checkpoint management (ocf.manager).
-__all__ += ["CheckpointManager", "latest_checkpoint"]
+# Checkpoint management (ocf.manager); asynchronous saves (ocf.async_save).
+__all__ += ["CheckpointManager", "SaveHandle", "latest_checkpoint"]

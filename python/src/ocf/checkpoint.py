@@ -19,6 +19,7 @@ import numpy as np
 from ocf.async_save import SaveHandle
 from ocf.restoring import NameMap, RestoreStatus, restore
 from ocf.saving import write, write_async
+from ocf.storage.location import StorageOptions
 from ocf.tracking import Module, Variable
 
 SAVE_COUNTER = "save_counter"
@@ -67,16 +68,32 @@ class Checkpoint(Module):
         try:
             if not blocking:
                 return write_async(self, path, **options)  # type: ignore[arg-type]
-            return self.write(path, **options)
+            return write(self, path, **options)  # type: ignore[arg-type]
         except BaseException:
             self._save_counter.value[...] = self.save_counter - 1
             raise
 
-    def write(self, path: str | os.PathLike[str], **options: object) -> str:
-        """Write a checkpoint of everything this root reaches at exactly ``path``."""
+    @overload
+    def write(self, path: str | os.PathLike[str], *, blocking: Literal[True] = True,
+              **options: object) -> str: ...
+
+    @overload
+    def write(self, path: str | os.PathLike[str], *, blocking: Literal[False],
+              **options: object) -> SaveHandle: ...
+
+    def write(self, path: str | os.PathLike[str], *, blocking: bool = True,
+              **options: object) -> str | SaveHandle:
+        """Write a checkpoint of everything this root reaches at exactly ``path``.
+
+        ``blocking=False`` as for :meth:`save`.
+        """
+        if not blocking:
+            return write_async(self, path, **options)  # type: ignore[arg-type]
         return write(self, path, **options)  # type: ignore[arg-type]
 
     def restore(self, path: str | os.PathLike[str], *, start: str = "",
-                name_map: NameMap | None = None, verify: bool = True) -> RestoreStatus:
+                name_map: NameMap | None = None, verify: bool = True,
+                storage_options: StorageOptions | None = None) -> RestoreStatus:
         """Restore by structure from ``path``; see :func:`ocf.restore`."""
-        return restore(self, os.fspath(path), start=start, name_map=name_map, verify=verify)
+        return restore(self, os.fspath(path), start=start, name_map=name_map, verify=verify,
+                       storage_options=storage_options)

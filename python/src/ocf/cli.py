@@ -24,19 +24,8 @@ from ocf.errors import OCFError
 from ocf.graph import Node, ObjectGraph, Origin
 from ocf.reader import Reader
 from ocf.sources import Source, is_ocf_checkpoint, open_source
-
-
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    raise AssertionError("unreachable")
-
-
-def _table(rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+from ocf.textformat import format_size as _size
+from ocf.textformat import format_table as _table
 
 
 def _is_tensorflow(path: str) -> bool:

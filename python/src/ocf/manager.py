@@ -34,6 +34,23 @@ field type-checked, and every name a plain file name inside the directory.
 
 Only one manager should save into a directory at a time; any number may
 read it (constructing a manager writes nothing).
+
+On an object store (``directory`` an ``s3://`` URL, with ``storage_options``
+for fsspec) the same three steps run with uploads for renames
+(spec/commit.md, "Object stores"): step 1 ends when the checkpoint's index
+object is acknowledged (its commit point, R-COMMIT-005); step 2 uploads
+``checkpoint.json`` as one object in one PUT, atomic by itself, so a reader
+sees the previous state or the new one, whole; step 3 deletes each old
+checkpoint's objects, its ``index.ocf`` first. The contract above holds
+there as stated, on a store with the guarantees of R-COMMIT-005. What a
+killed directory-form upload leaves (shards without an index) is removed
+by the next write at the same name.
+
+``save(blocking=False)`` (with an :class:`ocf.Checkpoint`) returns once the
+tensors are copied (ocf.async_save); the checkpoint is written in the
+background and steps 2 and 3 run there after its commit, so the state never
+names a checkpoint before it exists. Its :class:`ocf.SaveHandle` waits for
+all three steps; the next save waits for them too.
 """
 
 from __future__ import annotations
@@ -45,12 +62,14 @@ import os
 import re
 import shutil
 import stat
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, SupportsIndex, TypeAlias, runtime_checkable
+from typing import Literal, Protocol, SupportsIndex, TypeAlias, overload, runtime_checkable
 
+from ocf.async_save import SaveHandle, then
 from ocf.commit import TEMP_MARKER, fsync_dir, new_write_id, publish, remove_quietly, temp_path
 from ocf.container import INDEX_FILE_NAME
 from ocf.errors import (
@@ -61,6 +80,9 @@ from ocf.errors import (
     UnsupportedVersionError,
 )
 from ocf.reader import Reader
+from ocf.storage.location import ObjectPath, StorageOptions, locate, object_kind, url_scheme
+from ocf.storage.reading import read_small_object
+from ocf.storage.uploading import put_object, remove_checkpoint
 
 STATE_FILE_NAME = "checkpoint.json"
 STATE_FORMAT = "ocf-checkpoint-state"
@@ -75,7 +97,13 @@ StepCounter: TypeAlias = "Callable[[], SupportsIndex] | SupportsIndex"
 
 @runtime_checkable
 class Saveable(Protocol):
-    """What a :class:`CheckpointManager` calls on the object it manages."""
+    """What a :class:`CheckpointManager` calls on the object it manages.
+
+    A manager given ``storage_options`` also passes them as a keyword to
+    ``save``, ``write`` and ``restore``, and ``save(blocking=False)`` passes
+    ``blocking=False`` to ``save`` or ``write``, which then return an
+    :class:`ocf.SaveHandle`; :class:`ocf.Checkpoint` takes both.
+    """
 
     @property
     def save_counter(self) -> int:
@@ -162,7 +190,7 @@ def _read_capped(path: Path) -> bytes | None:
     return data
 
 
-def _decode(data: bytes, path: Path) -> object:
+def _decode(data: bytes, path: StrPath) -> object:
     try:
         return json.loads(data.decode("utf-8"), object_pairs_hook=_reject_duplicate_keys,
                           parse_constant=_reject_constant)
@@ -170,13 +198,13 @@ def _decode(data: bytes, path: Path) -> object:
         raise MalformedError(f"state file is not valid UTF-8 JSON: {exc}", path=path) from None
 
 
-def _number(value: object, what: str, path: Path) -> float:
+def _number(value: object, what: str, path: StrPath) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise InvalidError(f"{what} must be a finite number, got {value!r:.40}", path=path)
     return float(value)
 
 
-def _list(document: dict[str, object], key: str, path: Path) -> list[object]:
+def _list(document: dict[str, object], key: str, path: StrPath) -> list[object]:
     value = document.get(key)
     if not isinstance(value, list):
         raise InvalidError(f"field {key!r} must be a list, got {type(value).__name__}",
@@ -184,7 +212,7 @@ def _list(document: dict[str, object], key: str, path: Path) -> list[object]:
     return value
 
 
-def _check_header(document: object, path: Path) -> dict[str, object]:
+def _check_header(document: object, path: StrPath) -> dict[str, object]:
     if not isinstance(document, dict):
         raise InvalidError("state file must hold a JSON object", path=path)
     if document.get("format") != STATE_FORMAT:
@@ -200,7 +228,6 @@ def _check_header(document: object, path: Path) -> dict[str, object]:
 
 def parse_state(data: bytes, path: StrPath) -> CheckpointState:
     """Decode and check the bytes of a state file; OCFError naming ``path`` if bad."""
-    path = Path(path)
     document = _check_header(_decode(data, path), path)
     latest = check_name(document.get("latest"), path, "field 'latest'")
     names = tuple(check_name(n, path, "entry of 'all'") for n in _list(document, "all", path))
@@ -216,20 +243,43 @@ def parse_state(data: bytes, path: StrPath) -> CheckpointState:
     return CheckpointState(latest, names, timestamps, preserved)
 
 
-def read_state(directory: StrPath) -> CheckpointState | None:
+def _where(directory: StrPath, storage_options: StorageOptions | None) -> Path | ObjectPath:
+    """The local directory, or the object-store prefix of a URL."""
+    if url_scheme(directory) is None:
+        return Path(directory)
+    return locate(directory, storage_options)
+
+
+def _join(directory: str, name: str) -> str:
+    """The path of ``name`` in ``directory``: URLs always join with "/"."""
+    if url_scheme(directory) is None:
+        return os.path.join(directory, name)
+    return f"{directory.rstrip('/')}/{name}"
+
+
+def read_state(directory: StrPath, storage_options: StorageOptions | None = None
+               ) -> CheckpointState | None:
     """The checked state file of ``directory``, or None if it has none."""
-    path = Path(directory) / STATE_FILE_NAME
-    data = _read_capped(path)
+    path = _where(directory, storage_options) / STATE_FILE_NAME
+    if isinstance(path, ObjectPath):
+        data = read_small_object(path, MAX_STATE_BYTES)
+    else:
+        data = _read_capped(path)
     return None if data is None else parse_state(data, path)
 
 
-def write_state(directory: StrPath, state: CheckpointState) -> None:
+def write_state(directory: StrPath, state: CheckpointState,
+                storage_options: StorageOptions | None = None) -> None:
     """Replace the state file of ``directory`` atomically and durably."""
-    target = Path(directory) / STATE_FILE_NAME
+    target = _where(directory, storage_options) / STATE_FILE_NAME
     data = state.to_json()
     if len(data) > MAX_STATE_BYTES:  # never write what read_state would refuse
         raise LimitExceededError(f"state file would be {len(data)} bytes, above the limit of "
                                  f"{MAX_STATE_BYTES}; lower max_to_keep", path=target)
+    if isinstance(target, ObjectPath):
+        # One PUT replaces the object atomically, durable once acknowledged [R-COMMIT-005].
+        put_object(target, data)
+        return
     temp = temp_path(target, new_write_id())
     try:
         with open(temp, "xb") as file:
@@ -245,7 +295,7 @@ def write_state(directory: StrPath, state: CheckpointState) -> None:
 # -- finding the latest checkpoint ----------------------------------------------
 
 
-def _opens(path: str) -> bool:
+def _opens(path: str, storage_options: StorageOptions | None) -> bool:
     """True if ``path`` is a committed checkpoint.
 
     Opening reads and checks only the footer and the index (CRC-32C and
@@ -253,7 +303,7 @@ def _opens(path: str) -> bool:
     are not read, so this costs about the index's size, not the model's.
     """
     try:
-        Reader(path).close()
+        Reader(path, storage_options=storage_options).close()
     except (OCFError, OSError):
         return False
     return True
@@ -264,32 +314,37 @@ def _newest_first(state: CheckpointState) -> Iterator[str]:
     yield from (name for name in reversed(state.names) if name != state.latest)
 
 
-def _first_intact(directory: str, state: CheckpointState) -> str | None:
+def _first_intact(directory: str, state: CheckpointState,
+                  storage_options: StorageOptions | None) -> str | None:
     for name in _newest_first(state):
-        if _opens(os.path.join(directory, name)):
+        if _opens(_join(directory, name), storage_options):
             return name
     return None
 
 
-def latest_checkpoint(directory: StrPath) -> str | None:
+def latest_checkpoint(directory: StrPath, storage_options: StorageOptions | None = None
+                      ) -> str | None:
     """The path of the newest checkpoint of ``directory``'s state file that opens.
 
     The state's ``latest`` if it opens, else the newest entry of its list
     that does; None without a state file or when none opens. A state file
-    that is not well formed raises an OCFError naming it.
+    that is not well formed raises an OCFError naming it. ``directory`` may
+    be a URL (``s3://bucket/run``), whose ``storage_options`` go to fsspec.
     """
     directory = os.fspath(directory)
-    state = read_state(directory)
-    name = None if state is None else _first_intact(directory, state)
-    return None if name is None else os.path.join(directory, name)
+    state = read_state(directory, storage_options)
+    name = None if state is None else _first_intact(directory, state, storage_options)
+    return None if name is None else _join(directory, name)
 
 
 # -- the manager ----------------------------------------------------------------
 
 
-def _delete_checkpoint(path: Path) -> None:
+def _delete_checkpoint(path: Path | ObjectPath) -> None:
     """Delete a checkpoint, quietly if it is already gone."""
-    if path.is_dir() and not path.is_symlink():
+    if isinstance(path, ObjectPath):
+        remove_checkpoint(path)
+    elif path.is_dir() and not path.is_symlink():
         remove_quietly(path / INDEX_FILE_NAME)  # first, so that what remains never opens
         shutil.rmtree(path, ignore_errors=True)
     else:
@@ -328,7 +383,9 @@ class CheckpointManager:
 
     A manager reopened on the same directory continues from its state file,
     dropping entries whose files are gone. ``clock`` gives the timestamps
-    (unix seconds) the hours rule works on.
+    (unix seconds) the hours rule works on. ``directory`` may be a URL
+    (``s3://bucket/run``) whose ``storage_options`` go to fsspec, and to the
+    managed object's save, write and restore (see the module docstring).
     """
 
     def __init__(
@@ -342,11 +399,16 @@ class CheckpointManager:
         checkpoint_interval: int | None = None,
         init_fn: Callable[[], object] | None = None,
         clock: Callable[[], float] = time.time,
+        storage_options: StorageOptions | None = None,
     ) -> None:
         _check_options(max_to_keep, keep_checkpoint_every_n_hours, step_counter,
                        checkpoint_interval)
         self._checkpoint = checkpoint
         self._directory = os.fspath(directory)
+        self._storage_options = storage_options
+        self._where = _where(self._directory, storage_options)
+        if isinstance(self._where, ObjectPath):
+            self._directory = self._directory.rstrip("/")
         self._name = check_name(checkpoint_name, self._directory, "checkpoint_name")
         self._max_to_keep = max_to_keep
         self._keep_seconds = (None if keep_checkpoint_every_n_hours is None
@@ -361,7 +423,10 @@ class CheckpointManager:
             rf"{re.escape(TEMP_MARKER)}[0-9a-f]{{16}}")
         self._entries: dict[str, float] = {}  # name -> timestamp, oldest first
         self._latest: str | None = None
-        self._recover(read_state(self._directory), clock())
+        # Held while the entries change: an asynchronous save changes them in the
+        # background while the training thread may read the properties.
+        self._lock = threading.Lock()
+        self._recover(read_state(self._directory, storage_options), clock())
 
     def _recover(self, state: CheckpointState | None, now: float) -> None:
         """Take over a previous manager's state, dropping entries whose files are gone."""
@@ -372,9 +437,15 @@ class CheckpointManager:
         self._last_preserved = min(state.last_preserved_timestamp, now)  # clock went back?
         for name, timestamp in zip(state.names, state.timestamps):
             timestamp = min(timestamp, now)
-            if timestamp > self._last_preserved and os.path.exists(self._path(name)):
+            if timestamp > self._last_preserved and self._exists(name):
                 self._entries[name] = timestamp
-        self._latest = _first_intact(self._directory, state)
+        self._latest = _first_intact(self._directory, state, self._storage_options)
+
+    def _exists(self, name: str) -> bool:
+        where = self._where / name
+        if isinstance(where, ObjectPath):
+            return object_kind(where) is not None
+        return os.path.exists(where)
 
     # -- properties -------------------------------------------------------------
 
@@ -393,41 +464,73 @@ class CheckpointManager:
     @property
     def checkpoints(self) -> list[str]:
         """Paths of the managed checkpoints, oldest first (not those kept by the hours)."""
-        return [self._path(name) for name in self._entries]
+        with self._lock:
+            return [self._path(name) for name in self._entries]
 
     @property
     def latest_checkpoint(self) -> str | None:
-        """Path of the newest checkpoint, or None; what ``ocf.latest_checkpoint`` finds."""
-        return None if self._latest is None else self._path(self._latest)
+        """Path of the newest checkpoint, or None; what ``ocf.latest_checkpoint`` finds.
+
+        After ``save(blocking=False)``, the previous one until the new one committed.
+        """
+        latest = self._latest
+        return None if latest is None else self._path(latest)
 
     def _path(self, name: str) -> str:
-        return os.path.join(self._directory, name)
+        return _join(self._directory, name)
 
     # -- saving -----------------------------------------------------------------
 
+    @overload
     def save(self, checkpoint_number: SupportsIndex | None = None,
-             check_interval: bool = True) -> str | None:
+             check_interval: bool = True, *, blocking: Literal[True] = True) -> str | None: ...
+
+    @overload
+    def save(self, checkpoint_number: SupportsIndex | None = None,
+             check_interval: bool = True, *, blocking: Literal[False]) -> SaveHandle | None: ...
+
+    def save(self, checkpoint_number: SupportsIndex | None = None,
+             check_interval: bool = True, *, blocking: bool = True) -> str | SaveHandle | None:
         """Write a new checkpoint, record it as latest, then delete what falls out.
 
         Returns its path, or None when ``checkpoint_interval`` says it is too
         early (``check_interval=False`` saves anyway, unless this step was
-        saved already).
+        saved already). With ``blocking=False``, returns an
+        :class:`ocf.SaveHandle` once the tensors are copied; the write, the
+        state update and the deletions run in the background, in that order,
+        and ``wait()`` returns the path once all are done.
         """
         step = None if self._checkpoint_interval is None else self._current_step()
         if step is not None and not self._due(step, check_interval):
             return None
         self._make_directory()
-        name = self._write(checkpoint_number)  # step 1 (atomic by itself)
-        self._entries.pop(name, None)  # saved again: it moves to the end
-        self._entries[name] = self._clock()
-        self._latest = name
-        self._record()  # step 2: the state names the new checkpoint
-        if self._sweep():  # step 3: deletions, then the state without them
-            self._record()
-        self._remove_leftovers()
-        if step is not None:
+        result = self._write(checkpoint_number, blocking)  # step 1 (atomic by itself)
+        timestamp = self._clock()
+        if isinstance(result, str):
+            self._commit(result, timestamp)
+            if step is not None:
+                self._last_checkpoint_step = step
+            return self._path(result)
+        name, handle = result
+        if step is not None:  # the interval counts from the call, as the values do
             self._last_checkpoint_step = step
-        return self._path(name)
+
+        def record(path: str) -> str:
+            self._commit(name, timestamp)
+            return path
+
+        return then(handle, record)
+
+    def _commit(self, name: str, timestamp: float) -> None:
+        """Steps 2 and 3, once checkpoint ``name`` has committed."""
+        with self._lock:
+            self._entries.pop(name, None)  # saved again: it moves to the end
+            self._entries[name] = timestamp
+            self._latest = name
+            self._record()  # step 2: the state names the new checkpoint
+            if self._sweep():  # step 3: deletions, then the state without them
+                self._record()
+            self._remove_leftovers()
 
     def _current_step(self) -> int:
         counter = self._step_counter
@@ -441,24 +544,58 @@ class CheckpointManager:
         return last is None or (step != last and (not check_interval or step >= last + interval))
 
     def _make_directory(self) -> None:
+        if isinstance(self._where, ObjectPath):
+            return  # a prefix exists once an object below it does
         directory = Path(self._directory)
         if not directory.is_dir():
             directory.mkdir(parents=True, exist_ok=True)
             fsync_dir(directory.absolute().parent)  # the new directory's name is durable
 
-    def _write(self, checkpoint_number: SupportsIndex | None) -> str:
-        """Write the checkpoint through the managed object; its name in the directory."""
+    def _write(self, checkpoint_number: SupportsIndex | None, blocking: bool
+               ) -> str | tuple[str, SaveHandle]:
+        """Write the checkpoint through the managed object: its name in the directory,
+        with the handle of the background write when not ``blocking``."""
         prefix = self._path(self._name)
         if checkpoint_number is None:
-            path = self._checkpoint.save(prefix)
+            result = self._call(self._checkpoint.save, prefix, blocking)
         else:
             if isinstance(checkpoint_number, bool) or operator.index(checkpoint_number) < 0:
                 raise InvalidError("checkpoint_number must be a non-negative integer, not "
                                    f"{checkpoint_number!r}")
-            path = self._checkpoint.write(f"{prefix}-{operator.index(checkpoint_number)}")
-        name = os.path.basename(os.fspath(path))
-        if os.path.abspath(path) != os.path.abspath(self._path(name)):
-            raise InvalidError(f"the checkpoint was written at {path!r}, outside the "
+            path = f"{prefix}-{operator.index(checkpoint_number)}"
+            result = self._call(self._checkpoint.write, path, blocking)
+        if blocking:
+            return self._name_of(result)
+        if not isinstance(result, SaveHandle):
+            raise InvalidError(f"save(blocking=False) of the managed {type(self._checkpoint)}"
+                               f" returned a {type(result).__name__}, not an ocf.SaveHandle",
+                               path=self._directory)
+        return self._name_of(result.path), result
+
+    def _call(self, method: Callable[..., object], path: str, blocking: bool) -> object:
+        """``method(path)``, with the keywords a Saveable needs to take only when they
+        differ from the defaults (storage_options, blocking=False)."""
+        options: dict[str, object] = {}
+        if self._storage_options is not None:
+            options["storage_options"] = self._storage_options
+        if not blocking:
+            options["blocking"] = False
+        return method(path, **options)
+
+    def _name_of(self, path: object) -> str:
+        """The name in the directory of the checkpoint the managed object wrote at ``path``."""
+        if not isinstance(path, (str, os.PathLike)):
+            raise InvalidError(f"the managed object returned a {type(path).__name__}, not the "
+                               "path of the checkpoint", path=self._directory)
+        text = os.fspath(path)
+        if isinstance(self._where, ObjectPath):
+            name = text.rstrip("/").rsplit("/", 1)[-1]
+            outside = text.rstrip("/") != self._path(name)
+        else:
+            name = os.path.basename(text)
+            outside = os.path.abspath(text) != os.path.abspath(self._path(name))
+        if outside:
+            raise InvalidError(f"the checkpoint was written at {text!r}, outside the "
                                "manager's directory", path=self._directory)
         return check_name(name, self._directory)
 
@@ -466,7 +603,7 @@ class CheckpointManager:
         assert self._latest is not None
         write_state(self._directory, CheckpointState(
             self._latest, tuple(self._entries), tuple(self._entries.values()),
-            self._last_preserved))
+            self._last_preserved), self._storage_options)
 
     def _sweep(self) -> bool:
         """Drop the oldest entries beyond max_to_keep; True if any was dropped."""
@@ -479,11 +616,13 @@ class CheckpointManager:
                     and timestamp - self._keep_seconds >= self._last_preserved):
                 self._last_preserved = timestamp  # kept on disk for good, no longer listed
                 continue
-            _delete_checkpoint(Path(self._path(name)))
+            _delete_checkpoint(self._where / name)
         return True
 
     def _remove_leftovers(self) -> None:
         """Remove temporary files of this manager's names left by a killed save."""
+        if isinstance(self._where, ObjectPath):
+            return  # uploads use no temporary names (spec/commit.md, "Object stores")
         with os.scandir(self._directory) as entries:
             for entry in entries:
                 if self._leftover.fullmatch(entry.name):
@@ -495,7 +634,11 @@ class CheckpointManager:
         """Restore the latest checkpoint and return its path; else call init_fn, return None."""
         path = self.latest_checkpoint
         if path is not None:
-            self._checkpoint.restore(path)
+            if self._storage_options is None:
+                self._checkpoint.restore(path)
+            else:
+                restore: Callable[..., object] = self._checkpoint.restore
+                restore(path, storage_options=self._storage_options)
             if self._checkpoint_interval is not None:
                 self._last_checkpoint_step = self._current_step()
             return path

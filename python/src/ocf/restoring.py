@@ -28,6 +28,7 @@ from ocf.errors import InvalidError, NotFoundError, OCFError
 from ocf.graph import ObjectGraph, SlotRef
 from ocf.saving import collect
 from ocf.sources import Source, open_source
+from ocf.storage.location import StorageOptions
 from ocf.tracking import Tracked, defer, is_trackable, track
 
 NameMap = Mapping[str, str] | Callable[[str], str]
@@ -175,7 +176,8 @@ class _ByName:
 
 
 def restore(root: object, path: str, *, start: str = "", name_map: NameMap | None = None,
-            verify: bool = True) -> RestoreStatus:
+            verify: bool = True, storage_options: StorageOptions | None = None
+            ) -> RestoreStatus:
     """Restore ``root`` and everything under it from the checkpoint at ``path``.
 
     ``start`` names the checkpoint object to match with ``root`` by its
@@ -188,9 +190,12 @@ def restore(root: object, path: str, *, start: str = "", name_map: NameMap | Non
     ``tf.train.Checkpoint.save`` returns it); TensorFlow's object graph is
     matched like OCF's, its variables' ``VARIABLE_VALUE`` arriving as
     ``value`` (ocf.tensorflow.objects). TensorFlow is not needed.
+
+    A URL (``s3://bucket/run/ckpt-3``) is read through fsspec, with
+    ``storage_options`` (endpoint_url, key, secret, ...) given to it.
     """
     check_restorable(root)
-    reader = open_source(path, verify=verify)
+    reader = open_source(path, verify=verify, storage_options=storage_options)
     try:
         graph = reader.object_graph
     except BaseException:

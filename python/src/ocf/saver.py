@@ -22,6 +22,7 @@ import numpy as np
 from ocf.errors import InvalidError
 from ocf.files import save_file
 from ocf.sources import open_source
+from ocf.storage.location import StorageOptions
 
 
 class Saver:
@@ -50,13 +51,15 @@ class Saver:
         save_file(self.var_list, target, **options)  # type: ignore[call-overload]
         return target
 
-    def restore(self, path: str | os.PathLike[str], *, verify: bool = True) -> None:
+    def restore(self, path: str | os.PathLike[str], *, verify: bool = True,
+                storage_options: StorageOptions | None = None) -> None:
         """Copy each saved value into its array in place; dtypes and shapes must match.
 
         Every value is checked and read before any array is changed, so a
-        failed restore leaves all arrays as they were.
+        failed restore leaves all arrays as they were. ``storage_options``
+        go to fsspec for a URL such as ``s3://bucket/model``.
         """
-        reader = open_source(path, verify=verify)
+        reader = open_source(path, verify=verify, storage_options=storage_options)
         try:
             for name, target in self.var_list.items():
                 info = reader.summary(name)
@@ -76,9 +79,11 @@ class Saver:
             np.copyto(target, values[name])
 
 
-def list_variables(path: str | os.PathLike[str]) -> list[tuple[str, str, tuple[int, ...]]]:
+def list_variables(path: str | os.PathLike[str], *,
+                   storage_options: StorageOptions | None = None
+                   ) -> list[tuple[str, str, tuple[int, ...]]]:
     """(name, dtype name, shape) of every tensor, sorted by name."""
-    reader = open_source(path)
+    reader = open_source(path, storage_options=storage_options)
     try:
         summaries = {key: reader.summary(key) for key in reader}
     finally:
@@ -86,9 +91,10 @@ def list_variables(path: str | os.PathLike[str]) -> list[tuple[str, str, tuple[i
     return sorted((key, s.dtype, s.shape) for key, s in summaries.items())
 
 
-def load_variable(path: str | os.PathLike[str], name: str) -> np.ndarray:
+def load_variable(path: str | os.PathLike[str], name: str, *,
+                  storage_options: StorageOptions | None = None) -> np.ndarray:
     """The value of one tensor as a new array."""
-    reader = open_source(path)
+    reader = open_source(path, storage_options=storage_options)
     try:
         return reader.read_tensor(name)
     finally:

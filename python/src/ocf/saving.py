@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
 from ocf.async_save import SaveHandle, Snapshot, frozen_metadata, submit, wait_for_pending
-from ocf.errors import InvalidError
+from ocf.errors import InvalidError, OCFError
 from ocf.graph import Node, SlotRef, attribute_key, canonical_paths, check_name
 from ocf.tracking import Tracked, is_trackable, track
 from ocf.writer import Writer
@@ -67,9 +68,22 @@ def collect(root: object) -> LiveGraph:
             slots_done += 1
     paths = [p or "" for p in canonical_paths(nodes)]
     tensors = _tensors(nodes, views, paths)
-    for node, view in zip(nodes, views):
-        node.metadata = dict(view.metadata())
+    for node, view, path in zip(nodes, views, paths):
+        with _naming(path):
+            node.metadata = dict(view.metadata())
     return LiveGraph(nodes, objects, tensors, paths)
+
+
+@contextmanager
+def _naming(path: str) -> Iterator[None]:
+    """Name the object's path in an error of its adapter, which does not know it."""
+    try:
+        yield
+    except OCFError as exc:
+        if exc.key is not None or exc.path is not None:
+            raise
+        raise type(exc)(f"object {path or '(root)'!r}: {exc.detail}",
+                        requirement=exc.requirement) from None
 
 
 def _check(name: str, what: str, owner: object) -> None:
@@ -94,7 +108,9 @@ def _tensors(nodes: list[Node], views: list[Tracked], paths: list[str]
              ) -> dict[str, np.ndarray]:
     tensors: dict[str, np.ndarray] = {}
     for node, view, path in zip(nodes, views, paths):
-        for name, value in view.tensors().items():
+        with _naming(path):
+            own = view.tensors()
+        for name, value in own.items():
             _check(name, "attribute name", view.obj)
             key = attribute_key(path, name)
             node.attributes[name] = key

@@ -13,7 +13,9 @@ same status assertions, serves both.
 bytes) or directory (``index.ocf``) is OCF; otherwise a TensorFlow prefix
 (``PREFIX.index`` exists) or a directory with TensorFlow's ``checkpoint``
 state file is TensorFlow. The TensorFlow reader is imported only then, and
-needs no TensorFlow.
+needs no TensorFlow. A URL (``s3://...``) is always OCF, read through
+fsspec with the ``storage_options`` given: TensorFlow checkpoints are read
+from local files only.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import numpy as np
 from ocf.container import INDEX_FILE_NAME, PREAMBLE_MAGIC
 from ocf.graph import ObjectGraph
 from ocf.reader import Reader
+from ocf.storage.location import StorageOptions, url_scheme
 
 
 @dataclass(frozen=True)
@@ -119,12 +122,16 @@ def is_ocf_checkpoint(path: str | os.PathLike[str]) -> bool:
         return False
 
 
-def open_source(path: str | os.PathLike[str], *, verify: bool = True) -> Source:
-    """The checkpoint at ``path``, OCF or TensorFlow, opened as a :class:`Source`."""
-    if not is_ocf_checkpoint(path):
+def open_source(path: str | os.PathLike[str], *, verify: bool = True,
+                storage_options: StorageOptions | None = None) -> Source:
+    """The checkpoint at ``path``, OCF or TensorFlow, opened as a :class:`Source`.
+
+    ``storage_options`` go to fsspec when ``path`` is a URL (``s3://...``).
+    """
+    if url_scheme(path) is None and not is_ocf_checkpoint(path):
         from ocf.tensorflow.source import TFSource, is_tf_checkpoint
 
         if is_tf_checkpoint(path):
             return TFSource(path, verify=verify)
     # Also when nothing is there: the OCF reader reports what is missing.
-    return OCFSource(Reader(path, verify=verify))
+    return OCFSource(Reader(path, verify=verify, storage_options=storage_options))

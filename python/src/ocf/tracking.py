@@ -22,12 +22,25 @@ through these methods, all optional, all public:
 ``ocf_type_name: str``
     An optional type tag stored with the node.
 
+Adapters (:func:`register_adapter`) make types trackable that one cannot
+add methods to; built-in types get adapters here: dict, list and tuple
+(items become children, scalar items metadata) and NumPy arrays (a leaf
+with one tensor, ``value``, restored in place). An object's own protocol
+methods win over an adapter registered for its class or a base class, as a
+subclass's methods override its base's: the adapter provides only the
+parts the object does not define. The parts go by pairs, since what saves
+a value and what restores it must agree: ``ocf_tensors`` with
+``ocf_restore_tensors``, ``ocf_metadata`` with ``ocf_restore_metadata``,
+``ocf_slots`` with ``ocf_restore_slot``; ``ocf_children`` and
+``ocf_type_name`` stand alone. So an ``nn.Module`` subclass defining
+``ocf_metadata`` keeps its parameters as children (ocf.torch's adapter)
+and saves its own metadata, and one defining ``ocf_children`` decides its
+children itself.
+
 Objects that gain children after a restore started (a layer that builds
 its weights on first call) call :func:`attached` when they do, so pending
 values reach them (restore-on-create); :class:`Module` does this for every
-attribute assignment. Built-in types get adapters here: dict, list and
-tuple (items become children, scalar items metadata) and NumPy arrays
-(a leaf with one tensor, ``value``, restored in place).
+attribute assignment.
 """
 
 from __future__ import annotations
@@ -45,59 +58,80 @@ VALUE = "value"
 _SCALARS = (bool, int, float, str, bytes, type(None))
 
 
-class Tracked:
-    """A uniform view of any trackable object: the protocol with defaults."""
+# The protocol's parts: an object defining any method of a part provides the
+# whole part, so a value is never saved by one object and restored by another.
+_PARTS: tuple[tuple[str, ...], ...] = (
+    ("ocf_type_name",), ("ocf_children",), ("ocf_tensors", "ocf_restore_tensors"),
+    ("ocf_metadata", "ocf_restore_metadata"), ("ocf_slots", "ocf_restore_slot"))
+_PART_OF = {method: part for part in _PARTS for method in part}
 
-    def __init__(self, obj: object) -> None:
+
+class Tracked:
+    """A uniform view of any trackable object: the protocol with defaults.
+
+    ``obj`` is the live object; ``adapter`` (registered for its type) provides
+    the parts of the protocol ``obj`` does not define itself.
+    """
+
+    def __init__(self, obj: object, adapter: object | None = None) -> None:
         self.obj = obj
+        self.adapter = adapter
+
+    def _provider(self, method: str) -> object:
+        if self.adapter is None or any(hasattr(self.obj, m) for m in _PART_OF[method]):
+            return self.obj
+        return self.adapter
 
     @property
     def type_name(self) -> str:
-        name = getattr(self.obj, "ocf_type_name", None)
+        name = getattr(self._provider("ocf_type_name"), "ocf_type_name", None)
         if isinstance(name, str):
             return name
         cls = type(self.obj)
         return f"{cls.__module__}.{cls.__qualname__}"
 
     def children(self) -> Mapping[str, object]:
-        children: Mapping[str, object] = _call(self.obj, "ocf_children", {})
+        children: Mapping[str, object] = self._call("ocf_children", {})
         return children
 
     def tensors(self) -> Mapping[str, np.ndarray]:
-        tensors: Mapping[str, np.ndarray] = _call(self.obj, "ocf_tensors", {})
+        tensors: Mapping[str, np.ndarray] = self._call("ocf_tensors", {})
         return tensors
 
     def restore_tensors(self, values: Mapping[str, np.ndarray]) -> None:
-        method = getattr(self.obj, "ocf_restore_tensors", None)
+        method = self._method("ocf_restore_tensors")
         if method is not None:
             method(values)
 
     def metadata(self) -> Mapping[str, MetadataValue]:
-        metadata: Mapping[str, MetadataValue] = _call(self.obj, "ocf_metadata", {})
+        metadata: Mapping[str, MetadataValue] = self._call("ocf_metadata", {})
         return metadata
 
     def restore_metadata(self, values: Mapping[str, MetadataValue]) -> None:
-        method = getattr(self.obj, "ocf_restore_metadata", None)
+        method = self._method("ocf_restore_metadata")
         if method is not None:
             method(values)
 
     def slots(self) -> Iterable[tuple[object, str, object]]:
-        slots: Iterable[tuple[object, str, object]] = _call(self.obj, "ocf_slots", ())
+        slots: Iterable[tuple[object, str, object]] = self._call("ocf_slots", ())
         return slots
 
     def restore_slot(self, variable: object, name: str, values: Mapping[str, np.ndarray]
                      ) -> bool:
         """Hand a saved slot to the object; False when it does not take slots."""
-        method = getattr(self.obj, "ocf_restore_slot", None)
+        method = self._method("ocf_restore_slot")
         if method is None:
             return False
         method(variable, name, values)
         return True
 
+    def _method(self, name: str) -> Callable[..., Any] | None:
+        method: Callable[..., Any] | None = getattr(self._provider(name), name, None)
+        return method
 
-def _call(obj: object, name: str, default: Any) -> Any:
-    method = getattr(obj, name, None)
-    return default if method is None else method()
+    def _call(self, name: str, default: Any) -> Any:
+        method = self._method(name)
+        return default if method is None else method()
 
 
 # -- built-in types -------------------------------------------------------------
@@ -199,9 +233,8 @@ def _protocol_object(obj: object) -> object | None:
 
 
 def track(obj: object) -> Tracked:
-    """The protocol view of ``obj`` (an adapter for built-in types)."""
-    adapted = _protocol_object(obj)
-    return Tracked(obj if adapted is None else adapted)
+    """The protocol view of ``obj``: its own methods, then its type's adapter."""
+    return Tracked(obj, _protocol_object(obj))
 
 
 def is_trackable(obj: object) -> bool:

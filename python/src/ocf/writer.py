@@ -314,10 +314,15 @@ class Writer:
         if not isinstance(key, str) or not key or "\0" in key:
             raise InvalidError("tensor keys must be non-empty str without NUL", key=repr(key),
                                requirement="R-TENSOR-001")
-        # A character takes at most 4 bytes in UTF-8: encode only keys that may be long.
-        if len(key) * 4 > MAX_KEY_BYTES and len(key.encode("utf-8")) > MAX_KEY_BYTES:
-            raise LimitExceededError(f"key is {len(key.encode('utf-8'))} bytes, above the "
-                                     f"limit of {MAX_KEY_BYTES}", requirement="R-TENSOR-001")
+        try:  # an ASCII key is its own UTF-8; others may hold a lone surrogate
+            size = len(key) if key.isascii() else len(key.encode("utf-8"))
+        except UnicodeEncodeError as exc:
+            raise InvalidError(f"key is not valid Unicode ({exc.reason} at character "
+                               f"{exc.start}); keys are UTF-8", key=key,
+                               requirement="R-TENSOR-001") from None
+        if size > MAX_KEY_BYTES:
+            raise LimitExceededError(f"key is {size} bytes, above the limit of "
+                                     f"{MAX_KEY_BYTES}", requirement="R-TENSOR-001")
         if key in self._tensors:
             raise InvalidError("key written twice", key=key, requirement="R-TENSOR-001")
 

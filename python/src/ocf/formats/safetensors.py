@@ -7,7 +7,9 @@ name to ``{"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}``
 map of strings to strings. Every header is treated as hostile: its length,
 JSON, dtypes, shapes and offsets are checked (the tensors must tile the
 buffer exactly, as the safetensors package requires) before any data is
-read, and each problem is an OCF error naming the file and tensor.
+read, and each problem is an OCF error naming the file and tensor. Names
+and metadata must be valid Unicode (JSON's ``\\ud800`` escapes can spell a
+lone surrogate, which UTF-8 cannot encode).
 
 What OCF keeps (typed metadata of the checkpoint):
 
@@ -39,8 +41,8 @@ from typing import Any, NoReturn
 import numpy as np
 
 from ocf import dtypes
-from ocf.errors import InvalidError, LimitExceededError, MalformedError
-from ocf.formats.output import atomic_output, warn_dropped
+from ocf.errors import InvalidError, LimitExceededError, MalformedError, OCFError
+from ocf.formats.output import atomic_output, open_source, warn_dropped, with_path
 from ocf.limits import MAX_ELEMENTS, MAX_RANK, MAX_TENSORS, nonzero_product
 from ocf.metadata import MetadataValue
 from ocf.reader import Reader
@@ -137,13 +139,26 @@ def _parse_json(raw: bytes, path: str) -> dict[str, Any]:
 
     try:
         fields = json.loads(text, object_pairs_hook=unique, parse_constant=no_constants)
-    except json.JSONDecodeError as exc:
+    except OCFError:
+        raise
+    except ValueError as exc:  # JSONDecodeError, or an integer of over 4300 digits
         raise MalformedError(f"header is not valid JSON: {exc}", path=path) from None
     except RecursionError:
         raise MalformedError("header JSON nests too deeply", path=path) from None
     if not isinstance(fields, dict):
         raise MalformedError("header is not a JSON object", path=path)
+    for name in fields:
+        _check_text(name, "tensor name", path)
     return fields
+
+
+def _check_text(text: str, what: str, path: str, key: str | None = None) -> None:
+    """Refuse a string UTF-8 cannot encode (a lone surrogate from a JSON escape)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise MalformedError(f"{what} {text!r} is not valid Unicode: {exc.reason} at "
+                             f"character {exc.start}", path=path, key=key) from None
 
 
 def _metadata(value: object, path: str) -> tuple[dict[str, str] | None, list[str]]:
@@ -152,6 +167,9 @@ def _metadata(value: object, path: str) -> tuple[dict[str, str] | None, list[str
     if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
         raise MalformedError(f"{_HEADER_FIELD} must be a map of strings to strings",
                              path=path)
+    for key, text in value.items():
+        _check_text(key, f"{_HEADER_FIELD} key", path)
+        _check_text(text, f"{_HEADER_FIELD} value of {key!r}", path)
     return value, list(value)
 
 
@@ -226,15 +244,21 @@ def to_ocf(src: str | os.PathLike[str], dst: str | os.PathLike[str], **options: 
     ``options`` go to :class:`ocf.Writer` (layout, compression, ...).
     """
     path = os.fspath(src)
-    with open(path, "rb") as f:
+    with open_source(path) as f:
         header = read_header(f, path, os.fstat(f.fileno()).st_size)
         metadata: dict[str, object] = {ORDER_KEY: {
             "metadata": header.metadata_order, "tensors": [e.name for e in header.entries]}}
         if header.metadata is not None:
             metadata[METADATA_KEY] = header.metadata
-        with Writer(dst, metadata=metadata, **options) as writer:
-            for entry in header.entries:
-                writer.write(entry.name, _read_tensor(f.fileno(), entry, header, path))
+        key = None
+        try:  # the Writer refuses names OCF cannot hold (empty, NUL, too long)
+            with Writer(dst, metadata=metadata, **options) as writer:
+                for entry in header.entries:
+                    key = entry.name
+                    writer.write(key, _read_tensor(f.fileno(), entry, header, path))
+                key = None  # what commit refuses concerns no one tensor
+        except OCFError as exc:
+            raise with_path(exc, path, key) from None
 
 
 # -- writing ----------------------------------------------------------------------
@@ -292,6 +316,10 @@ def header_bytes(entries: Mapping[str, tuple[str, tuple[int, ...], int, int]],
 def from_ocf(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
     """Write the tensors of the OCF checkpoint ``src`` as the safetensors file ``dst``."""
     with Reader(src) as reader:
+        if _HEADER_FIELD in reader:
+            raise InvalidError(f"a tensor named {_HEADER_FIELD} would be read back as the "
+                               "safetensors metadata field; rename it", path=reader.path,
+                               key=_HEADER_FIELD)
         names, key_order = _order(reader)
         entries: dict[str, tuple[str, tuple[int, ...], int, int]] = {}
         position = 0

@@ -29,7 +29,7 @@ sharding), a NumPy array, or a NumPy scalar.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -60,14 +60,15 @@ class Leaf:
     wait for a proxy to gain children, which it never does.
     """
 
-    __slots__ = ("path", "restored", "source", "transform", "view")
+    __slots__ = ("path", "restored", "source", "to_stored", "transform", "view")
 
     def __init__(self, view: TreeView, path: str, source: Any) -> None:
         self.view = view
         self.path = path  # in the tree, for messages
         self.source = source  # the leaf of the tree: its value, or its shape and dtype
         self.restored: np.ndarray | None = None
-        self.transform: Transform | None = None
+        self.transform: Transform | None = None  # stored value -> leaf, on restore
+        self.to_stored: Transform | None = None  # leaf -> stored value, on save
 
     @property
     def ocf_type_name(self) -> str:
@@ -79,7 +80,8 @@ class Leaf:
         if self.restored is not None:  # not yet rebuilt into the tree
             return {VALUE: self.restored}
         if not is_abstract(self.source):
-            return {VALUE: to_numpy(self.source, self.path)}
+            value = to_numpy(self.source, self.path)
+            return {VALUE: value if self.to_stored is None else self.to_stored(value)}
         if self.view.restoring:
             # A restore by name derives keys from these; a zero-stride view
             # of the right shape costs no memory and is never written.
@@ -105,6 +107,12 @@ class Leaf:
         if self.restored is None:
             return self.source
         return like(self.source, self.restored, self.path)
+
+
+class Receiver(Protocol):
+    """Anything a restored tensor can be handed to: a Leaf, or a layout's router."""
+
+    def ocf_restore_tensors(self, values: Mapping[str, np.ndarray]) -> None: ...
 
 
 class Scalar:
@@ -135,7 +143,9 @@ class Container:
         self.children: dict[str, Container | Leaf] = {}
         self.scalars: dict[str, Scalar | None] = {}  # None for a None leaf
         self.slots: list[tuple[Leaf, str, Leaf]] = []
-        self.slot_targets: dict[tuple[int, str], Leaf] = {}
+        # (id(variable), slot name) -> what takes a restored slot: the slot's leaf,
+        # or what a layout routes a slot saved under another name to
+        self.slot_targets: dict[tuple[int, str], Receiver] = {}
 
     @property
     def ocf_type_name(self) -> str:
@@ -162,7 +172,7 @@ class Container:
             elif isinstance(child, Leaf) and tuple(child.source.shape) == ():
                 # A saved Python number whose target is a 0-d array, as
                 # jax.eval_shape makes of every number in a tree.
-                child.ocf_restore_tensors({VALUE: _exact_scalar(value, child)})
+                child.ocf_restore_tensors({VALUE: exact_scalar(value, child)})
 
     def ocf_slots(self) -> list[tuple[Leaf, str, Leaf]]:
         return self.slots
@@ -187,7 +197,7 @@ class Container:
                 yield child
 
 
-def _exact_scalar(value: bool | int | float, leaf: Leaf) -> np.ndarray:
+def exact_scalar(value: bool | int | float, leaf: Leaf) -> np.ndarray:
     """``value`` as a 0-d array of the leaf's dtype, refusing a change of value."""
     dtype = np.dtype(leaf.source.dtype)
     try:

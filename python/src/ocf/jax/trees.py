@@ -27,22 +27,36 @@ from ocf.sources import open_source
 from ocf.tracking import VALUE
 
 
-def view_of(tree: Any, *, file: str | None = None, layout: Layout | None = None) -> TreeView:
-    """The proxies of ``tree``, optimizer moments linked as slots, a layout applied."""
+def view_of(tree: Any, *, file: str | None = None, layout: Layout | None = None,
+            saving: bool = False) -> TreeView:
+    """The proxies of ``tree``, optimizer moments linked as slots, a layout applied
+    for a restore from ``file`` or, when ``saving``, for a save."""
     view = TreeView(tree, file=file)
     if layout is not None:
-        layout.apply(view.root)
+        layout.apply(view.root, saving=saving)
     slots.link(view.root)
+    if layout is not None and not saving:
+        layout.route_slots(view.root)
     return view
 
 
 def save(path: str | os.PathLike[str], tree: Any, *,
-         metadata: Mapping[str, object] | None = None, **options: object) -> str:
+         metadata: Mapping[str, object] | None = None, layout: Layout | str | None = None,
+         **options: object) -> str:
     """Write ``tree`` as an object-based checkpoint at ``path``; return the path.
 
-    ``metadata`` is the checkpoint's own metadata; ``options`` go to
-    :class:`ocf.Writer` (layout, compression, ...).
+    ``metadata`` is the checkpoint's own metadata. ``layout`` is either a
+    :class:`~ocf.jax.layouts.Layout`, to write the tree in another
+    framework's names and array layouts (``layout=ocf.jax.FLAX_TO_TORCH``
+    for a checkpoint that restores into the PyTorch model), or the storage
+    layout of :class:`ocf.Writer` (``"file"``, ``"directory"``); ``options``
+    go to :class:`ocf.Writer` (compression, ...).
     """
+    if isinstance(layout, Layout):
+        return write(view_of(tree, layout=layout, saving=True).root, path, metadata=metadata,
+                     **options)
+    if layout is not None:
+        options["layout"] = layout
     return write(view_of(tree).root, path, metadata=metadata, **options)
 
 

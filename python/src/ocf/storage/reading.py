@@ -10,7 +10,7 @@ a local file's: a range that comes back short is a truncated file
 from __future__ import annotations
 
 from ocf.container import INDEX_FILE_NAME, PREAMBLE_SIZE, check_preamble
-from ocf.errors import MalformedError, NotFoundError
+from ocf.errors import InvalidError, LimitExceededError, MalformedError, NotFoundError
 from ocf.storage.location import ObjectPath, object_kind, object_size
 
 # Opening an index object fetches up to this many bytes from its end in one
@@ -36,6 +36,28 @@ def resolve_object(path: ObjectPath) -> ObjectPath:
                             "missing; objects there may be leftovers of an unfinished write)",
                             path=path, requirement="R-COMMIT-003")
     raise NotFoundError("no checkpoint at this path", path=path, requirement="R-COMMIT-006")
+
+
+def read_small_object(path: ObjectPath, limit: int) -> bytes | None:
+    """The bytes of the object at ``path`` (a state file), None if there is none.
+
+    InvalidError if ``path`` is a prefix of objects, LimitExceededError if the
+    object is larger than ``limit`` bytes: it is never fetched beyond that.
+    """
+    try:
+        info = path.fs.info(path.key, refresh=True)
+    except FileNotFoundError:
+        return None
+    if info.get("type") != "file":
+        raise InvalidError("expected an object, found a prefix of objects", path=path)
+    try:
+        # One byte past the limit: a replacement grown since info() is caught too.
+        data = path.fs.cat_file(path.key, start=0, end=limit + 1)
+    except FileNotFoundError:  # deleted since info()
+        return None
+    if len(data) > limit:
+        raise LimitExceededError(f"object is larger than {limit} bytes", path=path)
+    return bytes(data)
 
 
 class ObjectShard:

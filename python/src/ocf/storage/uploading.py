@@ -15,8 +15,8 @@ import contextlib
 from typing import Any
 
 from ocf.commit import is_temp_name
-from ocf.container import PREAMBLE, PREAMBLE_SIZE, padding
-from ocf.storage.location import ObjectPath
+from ocf.container import INDEX_FILE_NAME, PREAMBLE, PREAMBLE_SIZE, padding
+from ocf.storage.location import ObjectPath, object_kind
 
 # Upload part size: the bytes of an object held in memory before they are
 # sent. S3 takes parts of 5 MiB to 5 GiB and at most 10,000 per object, so
@@ -99,3 +99,25 @@ def remove_object(path: ObjectPath) -> None:
     """Delete one object, quietly if it is already gone."""
     with contextlib.suppress(FileNotFoundError):
         path.fs.rm_file(path.key)
+
+
+def remove_checkpoint(path: ObjectPath) -> None:
+    """Delete the checkpoint at ``path``: its object, or every object below ``path/``.
+
+    In the multi-file form ``index.ocf`` goes first, so that a deletion cut
+    short leaves objects that no reader takes for a checkpoint [R-COMMIT-006].
+    """
+    if object_kind(path) == "file":
+        remove_object(path)
+        return
+    remove_object(path / INDEX_FILE_NAME)
+    path.fs.invalidate_cache(path.key)  # find() lists from the cache otherwise
+    try:
+        found = path.fs.find(path.key)
+    except FileNotFoundError:
+        return
+    # Only below "path/": never "path0/..." of a neighbour whose name extends this one.
+    keys = [key for key in found if str(key).startswith(path.key + "/")]
+    if keys:
+        with contextlib.suppress(FileNotFoundError):
+            path.fs.rm(keys)

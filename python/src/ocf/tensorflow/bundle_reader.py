@@ -16,7 +16,9 @@ one.
 
 The index is read and every block checked when the reader opens; entries
 are decoded on first use; data files are opened on first use. Every offset
-and size is checked against the file before anything is allocated.
+and size is checked against the file before anything is allocated; for a
+partitioned tensor, every slice's, and that the slices share no stored bytes
+and do not overlap (ocf.tensorflow.tiling), before the tensor is allocated.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from ocf.tensorflow import dtypes, sstable, strings
 from ocf.tensorflow.encoding import masked_crc32c
 from ocf.tensorflow.entries import BundleHeader, TFEntry, decode_entry, decode_header
 from ocf.tensorflow.slice_keys import is_slice_key, slice_key
+from ocf.tensorflow.tiling import check_tiling
 
 # The index of a bundle with a million tensors is well under this.
 MAX_INDEX_FILE_BYTES = 1 << 30
@@ -185,30 +188,32 @@ class BundleReader:
                 path=self.index_path,
                 key=entry.key,
             )
-        for part in parts:  # before allocating: every slice's bytes must exist
-            self._check_extent(part, entry.key)
+        # Before allocating: every slice's size fits its elements and lies within its
+        # data file, the slices share no bytes, and they do not overlap (their element
+        # counts add up to the tensor's, so they tile it). The output is then no larger
+        # than the data files (times the size of a reference, for strings).
+        stored = sum(part.size for part in parts)
+        shards = {part.shard_id for part in parts}
+        for part in parts:
+            self._check_stored(part, entry.key)
+        available = sum(self._file(shard, entry.key)[1] for shard in shards)
+        if stored > available:
+            raise InvalidError(
+                f"the slices claim {stored} stored bytes, more than the {available} bytes "
+                "of their data files (slices share bytes)",
+                path=self.index_path,
+                key=entry.key,
+            )
+        check_tiling(entry.slices, self.index_path, entry.key)
         out = np.empty(entry.shape, dtype=object if entry.dtype is None else entry.dtype)
-        seen = np.zeros(entry.shape, dtype=np.bool_)
         for sl, part in zip(entry.slices, parts):
             region = tuple(slice(start, start + length) for start, length in sl)
-            if seen[region].any():
-                raise InvalidError("slices overlap", path=self.index_path, key=entry.key)
-            seen[region] = True
             out[region] = self._read_stored(part, entry.key)
         return out
 
     def _read_stored(self, entry: TFEntry, key: str) -> np.ndarray:
         count = entry.num_elements
-        path = self._check_extent(entry, key)
-        if entry.is_string:
-            strings.check_size(entry.size, count, path, key)
-        elif entry.dtype is not None and entry.size != count * entry.dtype.itemsize:
-            raise InvalidError(
-                f"entry holds {entry.size} bytes, {entry.dtype_name}{list(entry.shape)} "
-                f"needs {count * entry.dtype.itemsize}",
-                path=path,
-                key=key,
-            )
+        path = self._check_stored(entry, key)
         buffer = self._read_bytes(entry, path, key)
         if entry.is_string:
             values = strings.decode(
@@ -229,9 +234,20 @@ class BundleReader:
         assert entry.dtype is not None
         return buffer.view(entry.dtype).reshape(entry.shape)
 
-    def _check_extent(self, entry: TFEntry, key: str) -> str:
-        """The data file of the entry, after checking its bytes lie within it."""
+    def _check_stored(self, entry: TFEntry, key: str) -> str:
+        """The data file of a stored tensor or slice, after checking that its size fits
+        its elements and its bytes lie within the file."""
         path = data_filename(self.prefix, entry.shard_id, self.header.num_shards)
+        count = entry.num_elements
+        if entry.is_string:
+            strings.check_size(entry.size, count, path, key)
+        elif entry.dtype is not None and entry.size != count * entry.dtype.itemsize:
+            raise InvalidError(
+                f"entry holds {entry.size} bytes, {entry.dtype_name}{list(entry.shape)} "
+                f"needs {count * entry.dtype.itemsize}",
+                path=path,
+                key=key,
+            )
         _, size = self._file(entry.shard_id, key)
         if entry.offset + entry.size > size:
             raise MalformedError(

@@ -18,9 +18,17 @@ asked for: ``add(key, int8_array, tf_dtype="qint8")``.
 With ``max_shard_bytes`` the tensors are spread over several data files: a
 new one is started when the next tensor would push the current one past the
 limit (a tensor larger than the limit gets a file of its own; tensors are
-never split). The data files are written under temporary names and renamed
-by finish(), which writes the index last, also via a temporary name, so a
-prefix whose ``.index`` exists is complete.
+never split).
+
+A prefix whose ``.index`` exists is complete, also across a crash or power
+cut and when an earlier checkpoint is overwritten: the data files and the
+index are written under temporary names and fsynced; finish() then removes
+an existing ``PREFIX.index`` (and fsyncs the directory) before any data file
+is renamed over an old one, renames the data files into place, fsyncs the
+directory, renames the index into place last, and fsyncs the directory
+again. A crash part way leaves no index (the old checkpoint is gone, the new
+one not yet there), never an old index beside new data, and temporary files
+(``*.tempstate<hex>``) a reader ignores.
 """
 
 from __future__ import annotations
@@ -29,11 +37,13 @@ import os
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO
 
 import numpy as np
 
+from ocf.commit import fsync_dir
 from ocf.errors import InvalidError
 from ocf.tensorflow import dtypes, strings
 from ocf.tensorflow.bundle_reader import INDEX_SUFFIX, data_filename
@@ -210,22 +220,31 @@ class BundleWriter:
     # Finishing.
 
     def finish(self) -> None:
-        """Rename the data files into place, then write the index (temp name + rename)."""
+        """Publish the checkpoint: the data files, then the index (see the module doc)."""
         self._check_open()
         try:
             if not self._shards:
                 self._open_shard()  # TensorFlow writes a data file even when it is empty
-            _close_durably(self._shards[-1].handle)
+            _close_durably(self._shards[-1].handle)  # earlier ones were closed when left
             count = len(self._shards)
+            temp_index = self._write_index(count)
+            directory = Path(os.path.abspath(self.prefix)).parent
+            index = self.prefix + INDEX_SUFFIX
+            if os.path.lexists(index):  # an old index must never describe new data
+                os.remove(index)
+                fsync_dir(directory)
             for i, shard in enumerate(self._shards):
                 os.replace(shard.temp_path, data_filename(self.prefix, i, count))
-            self._write_index(count)
+            fsync_dir(directory)
+            os.replace(temp_index, index)
+            fsync_dir(directory)
         except BaseException:
             self.abort()
             raise
         self._finished = True
 
-    def _write_index(self, num_shards: int) -> None:
+    def _write_index(self, num_shards: int) -> str:
+        """Write and fsync the index under its temporary name, which is returned."""
         header = pb.BundleHeaderProto(
             num_shards=num_shards, version=pb.VersionDef(producer=CONSUMER_VERSION)
         )
@@ -233,12 +252,15 @@ class BundleWriter:
         table.add(b"", header.SerializeToString(deterministic=True))
         for raw in sorted(self._entries):
             table.add(raw, self._entries[raw].SerializeToString(deterministic=True))
-        temp = f"{self.prefix}{INDEX_SUFFIX}.tempstate{self._token}"
+        temp = self._temp_index()
         with open(temp, "wb") as f:
             f.write(table.finish())
             f.flush()
             os.fsync(f.fileno())
-        os.replace(temp, self.prefix + INDEX_SUFFIX)
+        return temp
+
+    def _temp_index(self) -> str:
+        return f"{self.prefix}{INDEX_SUFFIX}.tempstate{self._token}"
 
     def abort(self) -> None:
         """Close and remove every temporary file; nothing of this writer remains."""
@@ -246,7 +268,7 @@ class BundleWriter:
             shard.handle.close()
             if os.path.exists(shard.temp_path):
                 os.remove(shard.temp_path)
-        temp_index = f"{self.prefix}{INDEX_SUFFIX}.tempstate{self._token}"
+        temp_index = self._temp_index()
         if os.path.exists(temp_index):
             os.remove(temp_index)
         self._finished = True

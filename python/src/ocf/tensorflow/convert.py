@@ -47,7 +47,7 @@ import numpy as np
 
 from ocf import dtypes
 from ocf.errors import InvalidError, OCFError
-from ocf.formats.output import warn_dropped
+from ocf.formats.output import warn_dropped, with_path
 from ocf.graph import Node, ObjectGraph
 from ocf.metadata import MetadataValue
 from ocf.reader import Reader
@@ -135,15 +135,7 @@ def _copy_tensor(bundle: BundleReader, entry: TFEntry, writer: Writer) -> None:
             writer.write_slice(entry.key, _stand_in(bundle.read_slice(entry.key, i)), start,
                                entry.shape)
     except OCFError as exc:
-        raise _with_path(exc, bundle.prefix, entry.key) from None
-
-
-def _with_path(exc: OCFError, path: str | os.PathLike[str], key: str | None = None
-               ) -> OCFError:
-    """``exc`` naming the checkpoint (and tensor) being converted, unless it names one."""
-    if exc.path is not None:
-        return exc
-    return type(exc)(exc.detail, path=path, key=exc.key or key, requirement=exc.requirement)
+        raise with_path(exc, bundle.prefix, entry.key) from None
 
 
 # -- OCF -> TensorFlow --------------------------------------------------------------
@@ -163,7 +155,7 @@ def from_ocf(src: str | os.PathLike[str], dst: str | os.PathLike[str], *,
                 tf_graph(graph, keys).SerializeToString(deterministic=True)
             codes = _recorded_dtypes(reader)
         except OCFError as exc:
-            raise _with_path(exc, reader.path) from None
+            raise with_path(exc, reader.path) from None
         _warn_dropped(reader, graph)
         # TensorFlow creates the prefix's directory too.
         os.makedirs(os.path.dirname(os.path.abspath(dst)), exist_ok=True)
@@ -172,7 +164,7 @@ def from_ocf(src: str | os.PathLike[str], dst: str | os.PathLike[str], *,
                 try:
                     _write_tensor(reader, key, keys[key], codes.get(key), bundle)
                 except OCFError as exc:
-                    raise _with_path(exc, reader.path, key) from None
+                    raise with_path(exc, reader.path, key) from None
             if graph_data is not None:
                 bundle.add(OBJECT_GRAPH_KEY, np.array(graph_data, dtype=object))
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import os
 
-from ocf.cli import _size, _table
 from ocf.tensorflow.objects import OBJECT_GRAPH_KEY
 from ocf.tensorflow.source import TFSource, ocf_dtype_name
+from ocf.textformat import format_size, format_table
 
 
 def inspect_tensorflow(path: str | os.PathLike[str], *, tensor: str | None = None,
@@ -34,9 +34,9 @@ def inspect_tensorflow(path: str | os.PathLike[str], *, tensor: str | None = Non
         for key in source:
             entry = bundle.entry(key)
             stored = (f"{len(entry.slices)} slices" if entry.slices is not None
-                      else _size(entry.size))
+                      else format_size(entry.size))
             rows.append((key, ocf_dtype_name(entry.dtype_name), str(list(entry.shape)), stored))
-        print(_table(rows))
+        print(format_table(rows))
         if show_all:
             for key in source:
                 print(f"\ntensor_name: {key}")

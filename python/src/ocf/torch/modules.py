@@ -11,9 +11,11 @@ The object graph of a module, kept simple so other programs can read it:
 So ``model.fc1.weight`` saved as ``Checkpoint(model=model)`` is the tensor
 ``model/fc1/weight/.value``. Module names escape ``/`` and a leading ``.``
 as dict keys do (``ocf.tracking.escape_name``). A tensor reached by several
-edges (tied weights) is one node. Restoring copies into the existing
-tensors in place, so optimizers keep pointing at them; like
-``load_state_dict`` it requires equal shapes and casts dtypes.
+edges (tied weights) is one node. A module overriding ``get_extra_state``
+keeps that state on its own node (:mod:`ocf.torch.extra_state`).
+Restoring copies into the existing tensors in place, so optimizers keep
+pointing at them; like ``load_state_dict`` it requires equal shapes and
+casts dtypes.
 
 Restore-on-create. A lazy module (``nn.LazyLinear`` and friends) lists no
 parameter before it materialises, so a restore waits on it; a forward
@@ -38,6 +40,8 @@ from typing import Any
 import numpy as np
 
 from ocf.errors import InvalidError
+from ocf.metadata import MetadataValue
+from ocf.torch import extra_state
 from ocf.torch._framework import torch
 from ocf.torch.tensors import from_numpy, is_uninitialized, to_numpy
 from ocf.tracking import VALUE, attached, escape_name
@@ -104,6 +108,11 @@ class ModuleNode:
     def __init__(self, module: nn.Module) -> None:
         self.module = module
         self.ocf_type_name = type_name(type(module))
+        # One node serves one save or one restore: the extra state is taken
+        # apart once for its tensors and metadata, and its restored tensors
+        # wait here for the metadata that says where they go.
+        self._extra: extra_state.Parts | None = None
+        self._restored: Mapping[str, np.ndarray] = {}
 
     def ocf_children(self) -> Mapping[str, object]:
         _install_registration_hooks()
@@ -120,6 +129,26 @@ class ModuleNode:
         if lazy:
             _watch_materialisation(self.module)
         return children
+
+    def _extra_state(self) -> extra_state.Parts:
+        if self._extra is None:
+            self._extra = extra_state.take_apart(self.module) \
+                if extra_state.saves(self.module) else extra_state.Parts()
+        return self._extra
+
+    def ocf_tensors(self) -> Mapping[str, np.ndarray]:
+        return self._extra_state().tensors
+
+    def ocf_metadata(self) -> Mapping[str, MetadataValue]:
+        return self._extra_state().metadata
+
+    def ocf_restore_tensors(self, values: Mapping[str, np.ndarray]) -> None:
+        self._restored = values  # restoring.py hands over tensors before metadata
+
+    def ocf_restore_metadata(self, values: Mapping[str, MetadataValue]) -> None:
+        if extra_state.VALUE in values and extra_state.restores(self.module):
+            self.module.set_extra_state(extra_state.put_together(
+                values, self._restored, self.ocf_type_name))
 
 
 # -- restore-on-create ----------------------------------------------------------
