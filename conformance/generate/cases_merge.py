@@ -221,6 +221,27 @@ def refusals(suite: Suite) -> None:
     refused("part-with-own-data", "INVALID", ["R-PART-001"],
             "Part 1 lists the shard with the empty path (data in the part index itself).",
             damaged(lambda x: x.shards.add(path="")))
+    part_2 = f"part-{SAVE}-00002.ocfpart"
+    part_2_length = len(save_files(tensors, four_parts())[f"{DIRECTORY}/{part_2}"])
+    refused("shard-named-like-a-part-index", "INVALID", ["R-PART-001", "R-PART-007"],
+            "Part 0 lists part 2's index file, with its exact length, as one of its shards: "
+            "merged, it would be a shard of the checkpoint that the merge's cleanup deletes.",
+            damaged(lambda x: x.shards.add(path=part_2, length=part_2_length), part=0))
+    refused("shard-not-named-as-a-shard", "INVALID", ["R-PART-001"],
+            "Part 3's only shard file is named 'weights.bin', not data-<writeid>-<nnnnn>.ocfd "
+            "(the file is there under that name, with that length).",
+            _renamed_shard(tensors, 3, "weights.bin"))
+    refused("own-data-and-wrong-identity", "INVALID", ["R-PART-001", "R-PART-004"],
+            "Part 1 lists the shard with the empty path and names another save: two faults, "
+            "the rules of R-PART-001 are checked before the identity (M2), both INVALID.",
+            damaged(lambda x: (x.shards.add(path=""),
+                               setattr(x.part, "save_id", OTHER_SAVE))))
+    refused("unknown-feature-and-wrong-identity", "UNKNOWN_REQUIRED_FEATURE",
+            ["R-PART-004", "R-FEAT-001"],
+            "Part 2 requires an unknown feature and names another save: the reader's checks "
+            "of the part index come before its identity (M2).",
+            damaged(lambda x: (x.header.required_features.append("x-unknown"),
+                               setattr(x.part, "save_id", OTHER_SAVE)), part=2))
     refused("unknown-feature-in-part", "UNKNOWN_REQUIRED_FEATURE", ["R-PART-004", "R-FEAT-001"],
             "Part 3 requires a feature no merger implements besides 'part'.",
             damaged(lambda x: x.header.required_features.append("x-unknown"), part=3))
@@ -298,6 +319,20 @@ def refusals(suite: Suite) -> None:
     refused("previous-checkpoint-kept", "NOT_FOUND", ["R-PART-006", "R-PART-007"],
             "A committed checkpoint and three of four parts: the merge fails and changes "
             "nothing, so the previous checkpoint stays the committed one.", files)
+
+
+def _renamed_shard(tensors: dict[str, Full], part: int, name: str) -> dict[str, bytes]:
+    """The standard save, with the one shard file of ``part`` under ``name`` in the
+    directory and in the part's index."""
+    old = f"data-{write_id(part)}-00000.ocfd"
+
+    def rename(index: index_pb2.Index) -> None:
+        assert [shard.path for shard in index.shards] == [old]
+        index.shards[0].path = name
+
+    files = save_files(tensors, four_parts(), changes={part: rename})
+    files[f"{DIRECTORY}/{name}"] = files.pop(f"{DIRECTORY}/{old}")
+    return files
 
 
 def _set_dtype(key: str, dtype: int) -> Callable[[index_pb2.Index], None]:

@@ -5,10 +5,13 @@ OCF_TEST_INIT (a tcp:// URL) in the environment; joins a gloo process group
 on loopback and does the job:
 
 - ``save``: write the ranks' parts of checkpoint 1 (:func:`full_arrays`, rows
-  split with np.array_split), to ``directory`` and, with ``url``, to S3 too;
+  split with np.array_split), to ``directory`` and, with ``url``, to S3 too
+  (both through save_numbered);
 - ``load``: read this rank's rows, then its columns, of every tensor (from
   ``path``, and from ``url`` on S3 when given) and store them as .npy files
   with the bytes read, for the test to compare;
+- ``subgroup``: ranks 1 and 2 save in a group of their own, where global
+  rank 2 (rank 1 of that group) fails with an error outside OCF's;
 - ``die``: save checkpoint 1, then start checkpoint 2, in which rank
   ``victim`` stops half way (after writing data) and waits to be killed.
 
@@ -90,9 +93,30 @@ def save(job: dict[str, Any], rank: int, world: int) -> dict[str, Any]:
     distributed.save_numbered(job["directory"], 1, owned(rank, world),
                               metadata={"step": 1, "world": world})
     if job.get("url"):
-        distributed.save(job["url"], owned(rank, world), metadata={"step": 1},
-                         storage_options=job["storage_options"])
+        distributed.save_numbered(job["url"].rsplit("/", 1)[0], 1, owned(rank, world),
+                                  metadata={"step": 1}, storage_options=job["storage_options"])
     return {"saved": True}
+
+
+class FailsToConvert:
+    """A value whose conversion to an array fails outside OCF (a broken device copy)."""
+
+    def __array__(self, dtype: object = None, copy: object = None) -> np.ndarray:
+        raise RuntimeError("device copy failed")
+
+
+def subgroup(job: dict[str, Any], rank: int, world: int) -> dict[str, Any]:
+    """Ranks 1 and 2 save in their own group; global rank 2 is rank 1 there, and fails."""
+    group = dist.new_group([1, 2])  # collective over every rank, members or not
+    result: dict[str, Any] = {"error": None}
+    if rank != 0:
+        tensors: dict[str, object] = {"x": np.ones(3)} if rank == 1 else {"y": FailsToConvert()}
+        try:
+            distributed.save(job["directory"], tensors, group=group)
+        except Exception as exc:
+            result = {"error": type(exc).__name__, "message": str(exc)}
+    dist.barrier()  # rank 0 hosts the rendezvous store: it stays until the save is done
+    return result
 
 
 def load(job: dict[str, Any], rank: int, world: int, out: Path) -> dict[str, Any]:
@@ -139,7 +163,8 @@ def main() -> None:
     out = Path(job["out"])
     dist.init_process_group("gloo", init_method=os.environ["OCF_TEST_INIT"], rank=rank,
                             world_size=world, timeout=timedelta(seconds=30))
-    result = {"save": save, "die": die}[job["mode"]](job, rank, world) if job["mode"] != "load" \
+    modes = {"save": save, "die": die, "subgroup": subgroup}
+    result = modes[job["mode"]](job, rank, world) if job["mode"] != "load" \
         else load(job, rank, world, out)
     (out / f"{rank}.json").write_text(json.dumps(result))
     sys.stdout.flush()

@@ -81,6 +81,55 @@ def test_values_restore_by_structure_into_differently_named_lazy_layers(tmp_path
     status.assert_consumed()
 
 
+def _open_files_below(directory: Path) -> list[str]:
+    """Files below ``directory`` this process holds open, as the kernel lists them."""
+    fds = Path("/proc/self/fd")
+    if not fds.is_dir():
+        pytest.skip("needs /proc/self/fd to see open files")
+    targets = []
+    for fd in fds.iterdir():
+        try:
+            targets.append(str(fd.readlink()))
+        except OSError:  # closed since it was listed (the directory's own fd)
+            continue
+    return sorted(t for t in targets if t.startswith(str(directory)))
+
+
+def test_restore_waiting_for_a_child_keeps_no_file_open(tmp_path: Path) -> None:
+    save_path = ocf.Checkpoint(dense=trained_dense()).write(tmp_path / "ckpt.ocf")
+    second = Dense(2)
+    status = ocf.Checkpoint(dense=second).restore(save_path)
+    assert _open_files_below(tmp_path) == []  # closed though kernel and bias still wait
+    second(X)  # restore-on-create opens the checkpoint again, and closes it
+    assert second.kernel.value.tolist() == [[1.0, 2.0]]
+    assert _open_files_below(tmp_path) == []
+    status.assert_consumed()
+
+
+def test_failed_restore_closes_the_checkpoint(tmp_path: Path) -> None:
+    save_path = ocf.Checkpoint(dense=trained_dense()).write(tmp_path / "ckpt.ocf")
+    wrong = Dense(3)
+    wrong(X)  # a kernel of shape (1, 3), the checkpoint's is (1, 2)
+    with pytest.raises(ocf.InvalidError):
+        ocf.Checkpoint(dense=wrong).restore(save_path)
+    assert _open_files_below(tmp_path) == []
+
+
+def test_restore_on_create_refuses_a_checkpoint_replaced_meanwhile(tmp_path: Path) -> None:
+    path = tmp_path / "ckpt.ocf"
+    ocf.Checkpoint(dense=trained_dense()).write(path)
+    second = Dense(2)
+    ocf.Checkpoint(dense=second).restore(path)
+    newer = trained_dense()
+    newer.bias.value[...] = [5.0, 6.0]
+    ocf.Checkpoint(dense=newer).write(path)  # same structure, other values
+
+    with pytest.raises(ocf.InvalidError, match="replaced since the restore began") as caught:
+        second(X)
+    assert caught.value.path == str(path)
+    assert _open_files_below(tmp_path) == []
+
+
 def test_assert_consumed_names_the_paths_still_waiting_for_their_objects(tmp_path: Path
                                                                          ) -> None:
     save_path = ocf.Checkpoint(dense=trained_dense()).save(tmp_path / "ckpt")

@@ -51,7 +51,7 @@ def _start(job: dict[str, Any], world: int) -> list[subprocess.Popen[bytes]]:
                "OCF_TEST_INIT": init, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
         processes.append(subprocess.Popen(
             [sys.executable, str(HERE / "distributed_worker.py"), json.dumps(job)], env=env,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=job["out"]))
     return processes
 
 
@@ -69,10 +69,18 @@ def _finish(processes: list[subprocess.Popen[bytes]]) -> list[int]:
     return codes
 
 
+def _close_pipes(processes: list[subprocess.Popen[bytes]]) -> None:
+    for process in processes:
+        for pipe in (process.stdout, process.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
 def _run(job: dict[str, Any], world: int) -> list[dict[str, Any]]:
     processes = _start(job, world)
     codes = _finish(processes)
     errors = [p.stderr.read().decode()[-3000:] for p in processes if p.stderr]
+    _close_pipes(processes)
     assert codes == [0] * world, "\n".join(errors)
     return [json.loads((Path(job["out"]) / f"{r}.json").read_text()) for r in range(world)]
 
@@ -141,6 +149,21 @@ def test_four_ranks_save_one_committed_checkpoint(saved: Saved, s3_server: S3Ser
         assert reader.metadata == {"step": 1}
         for key, array in full.items():
             assert reader.read_tensor(key).tobytes() == array.tobytes(), key
+    # save_numbered recorded it on S3, and made no local "s3:" directory in the ranks' cwd.
+    run = saved.url.rsplit("/", 1)[0]
+    assert ocf.latest_checkpoint(run, storage_options=saved.storage_options) == saved.url
+    assert sorted(os.listdir(saved.directory.parent / "save-out")) == \
+        [f"{r}.json" for r in range(4)]
+
+
+def test_a_failure_names_the_rank_in_the_group_that_saved(tmp_path: Path) -> None:
+    results = _run({"mode": "subgroup", "directory": str(tmp_path / "ckpt"),
+                    "out": str(tmp_path / "out")}, 3)
+    assert results[0] == {"error": None}
+    for result in results[1:]:
+        assert result["error"] == "SaveError", result
+        assert result["message"] == "RuntimeError: rank 1: device copy failed"
+    assert not (tmp_path / "ckpt" / "index.ocf").exists()
 
 
 @pytest.mark.parametrize("world", [2, 3])
@@ -174,6 +197,7 @@ def test_rank_killed_mid_save_commits_nothing_and_the_previous_checkpoint_stays_
         os.kill(processes[victim].pid, signal.SIGKILL)
     finally:
         codes = _finish(processes)
+        _close_pipes(processes)
     assert codes[victim] == -signal.SIGKILL
     survivors = [r for r in range(4) if r != victim]
     assert [codes[r] for r in survivors] == [0, 0, 0]

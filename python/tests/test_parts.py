@@ -337,6 +337,91 @@ def test_part_naming_its_own_data_region_is_refused(tmp_path: Path) -> None:
     _refused(tmp_path, ocf.InvalidError, r"empty path.*R-PART-001")
 
 
+def _files(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+def test_part_listing_another_parts_index_as_a_shard_is_refused(tmp_path: Path) -> None:
+    # A faulty part names part 2's index file, with its exact length, as a shard: merged,
+    # the file would be a shard of the checkpoint that the cleanup deletes.
+    _four_parts(tmp_path)
+    other = part_file_name(SAVE, 2)
+    length = (tmp_path / other).stat().st_size
+    _edit_part(tmp_path, 0, lambda index: index.shards.add(path=other, length=length))
+    before = _files(tmp_path)
+    _refused(tmp_path, ocf.InvalidError, r"'part-.*-00002.ocfpart' is not named "
+             r"data-<writeid>-<nnnnn>.ocfd.*R-PART-001")
+    assert _files(tmp_path) == before, "a failed merge changes nothing"
+
+
+@pytest.mark.parametrize(("name", "requirement"), [
+    ("weights.bin", "R-PART-001"), ("data-0123456789abcdef-0.ocfd", "R-PART-001"),
+    ("data-0123456789ABCDEF-00000.ocfd", "R-PART-001"), (part_file_name(OTHER_SAVE, 0),
+                                                         "R-PART-001"),
+    # Refused earlier, by the reader's checks of a part index (step 2 to 15).
+    ("index.ocf", "R-SHARD-001"), (".index.ocf.ocf-tmp-0123456789abcdef", "R-SHARD-001")])
+def test_shard_of_a_part_not_named_as_a_shard_is_refused(tmp_path: Path, name: str,
+                                                         requirement: str) -> None:
+    _four_parts(tmp_path)
+    shard = index_of((tmp_path / part_file_name(SAVE, 3)).read_bytes()).shards[0].path
+    (tmp_path / shard).rename(tmp_path / name)
+
+    def rename(index: index_pb2.Index) -> None:
+        index.shards[0].path = name
+
+    _edit_part(tmp_path, 3, rename)
+    with pytest.raises(ocf.InvalidError, match=requirement):
+        merge_parts(tmp_path, save_id=SAVE, parts=4)
+    assert (tmp_path / name).exists()
+
+
+def test_rules_of_part_files_are_checked_before_the_identity(tmp_path: Path) -> None:
+    # M2 of spec/parts.md: R-PART-001 (here the shard with the empty path), then R-PART-004.
+    _four_parts(tmp_path)
+
+    def two_faults(index: index_pb2.Index) -> None:
+        index.shards.add(path="")
+        index.part.save_id = OTHER_SAVE
+
+    _edit_part(tmp_path, 1, two_faults)
+    _refused(tmp_path, ocf.InvalidError, r"empty path.*R-PART-001")
+
+
+def test_cleanup_never_deletes_a_name_the_committed_index_references(tmp_path: Path) -> None:
+    from ocf.commit import leftover_names
+    from ocf.parts.merging import remove_leftovers
+
+    names = [part_file_name(SAVE, 0), part_file_name(SAVE, 1), ".x.ocf-tmp-1", ".y.ocf-tmp-2",
+             "data-0123456789abcdef-00000.ocfd", "data-0123456789abcdef-00001.ocfd",
+             "index.ocf", "notes.txt"]
+    for name in names:
+        (tmp_path / name).write_bytes(b"x")
+    referenced = {part_file_name(SAVE, 1), ".y.ocf-tmp-2", "data-0123456789abcdef-00001.ocfd"}
+    assert leftover_names(names, referenced) == [".x.ocf-tmp-1",
+                                                 "data-0123456789abcdef-00000.ocfd"]
+    remove_leftovers(tmp_path, referenced)
+    assert sorted(os.listdir(tmp_path)) == sorted([*referenced, "index.ocf", "notes.txt"])
+
+
+def test_parts_use_only_public_names_of_other_modules() -> None:
+    # ocf.parts builds on ocf.Writer's documented extension points, not its internals.
+    import ast
+
+    import ocf.parts
+
+    for source in Path(ocf.parts.__file__).parent.glob("*.py"):
+        tree = ast.parse(source.read_text(encoding="utf-8"))
+        own = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+               and isinstance(node.ctx, ast.Store)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ocf"):
+                assert not [a.name for a in node.names if a.name.startswith("_")
+                            and not a.name.startswith("__")], source
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and \
+                    not node.attr.startswith("__"):
+                assert node.attr in own, f"{source.name}: {node.attr}"
+
+
 def test_missing_or_truncated_shard_of_a_part_is_refused(tmp_path: Path) -> None:
     _four_parts(tmp_path)
     shard = tmp_path / index_of((tmp_path / part_file_name(SAVE, 3)).read_bytes()).shards[0].path

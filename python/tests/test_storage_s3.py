@@ -8,7 +8,9 @@ the arrays themselves; never from reading back through the code under test.
 
 from __future__ import annotations
 
+import gc
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -57,6 +59,25 @@ def _names(server: S3Server, url: str) -> list[str]:
 def _objects(server: S3Server, url: str) -> dict[str, bytes]:
     """Every object below ``url``: name relative to it -> bytes."""
     return {name: server.fs.cat_file(f"{url}/{name}") for name in _names(server, url)}
+
+
+def _requests_since(server: S3Server, offset: int, at_least: int) -> list[str]:
+    """"METHOD /path?query" of every request the server logged after byte ``offset``.
+
+    The server logs a request just after answering it: waits for ``at_least``.
+    """
+    deadline = time.monotonic() + 5
+    while True:
+        with server.log.open("rb") as log:
+            log.seek(offset)
+            lines = log.read().decode(errors="replace").splitlines()
+        requests = [m.group(1) for m in map(_REQUEST.search, lines) if m]
+        if len(requests) >= at_least or time.monotonic() > deadline:
+            return requests
+        time.sleep(0.05)
+
+
+_REQUEST = re.compile(r'"(?:\x1b\[[0-9;]*m)*([A-Z]+ \S+) HTTP/')
 
 
 # -- saving and loading --------------------------------------------------------
@@ -218,12 +239,16 @@ def test_shards_without_an_index_on_s3_are_no_checkpoint(
     (shard,) = (p for p in (tmp_path / "ckpt").iterdir() if p.suffix == ".ocfd")
     s3_server.fs.pipe_file(f"{s3_bucket}/ckpt/{shard.name}", shard.read_bytes())
 
-    with pytest.raises(ocf.NotFoundError) as caught:
-        ocf.open(f"{s3_bucket}/ckpt", storage_options=s3_server.storage_options)
-    assert caught.value.requirement == "R-COMMIT-003"
-    with pytest.raises(ocf.NotFoundError) as nothing:
-        ocf.open(f"{s3_bucket}/absent", storage_options=s3_server.storage_options)
-    assert nothing.value.requirement == "R-COMMIT-006"
+    for name in ("ckpt", "absent"):
+        log_start = s3_server.log.stat().st_size
+        with pytest.raises(ocf.NotFoundError) as caught:
+            ocf.open(f"{s3_bucket}/{name}", storage_options=s3_server.storage_options)
+        assert caught.value.requirement == "R-COMMIT-006"
+        # The reader asked for exactly P and P/index.ocf, and never listed P/.
+        assert _requests_since(s3_server, log_start, 2) == [
+            f"HEAD /{s3_bucket.removeprefix('s3://')}/{name}",
+            f"HEAD /{s3_bucket.removeprefix('s3://')}/{name}/{INDEX_FILE_NAME}",
+        ]
 
 
 def test_flipped_bit_in_an_s3_shard_is_an_integrity_error(
@@ -365,3 +390,62 @@ def test_killed_multipart_upload_of_a_file_leaves_the_previous_object(
     with ocf.open(url, storage_options=opts) as reader:
         assert reader.metadata == {"version": "old"}
         _assert_same(reader.read_tensors(reader), _values(1))
+
+
+# -- writers dropped without commit() or abort() -------------------------------
+
+
+def _pending_uploads(server: S3Server, bucket_url: str) -> list[Any]:
+    return list(server.fs.list_multipart_uploads(bucket_url.removeprefix("s3://")))
+
+
+@pytest.mark.parametrize("elements", [1000, 10 << 20], ids=["one-part", "multipart"])
+def test_writer_dropped_mid_write_leaves_the_committed_object(
+        s3_server: S3Server, s3_bucket: str, elements: int) -> None:
+    url = f"{s3_bucket}/model.ocf"
+    opts = s3_server.storage_options
+    ocf.save_file(_values(1), url, metadata={"version": "old"}, storage_options=opts)
+    before = s3_server.fs.cat_file(url)
+
+    def save_and_fail() -> None:
+        writer = ocf.Writer(url, storage_options=opts)
+        writer.write("big", np.arange(elements, dtype=np.uint32))  # 40 MiB: a part goes up
+        raise RuntimeError("user code fails mid-save, outside a with block")
+
+    with pytest.raises(RuntimeError):
+        save_and_fail()
+    gc.collect()  # the writer and its output are garbage now, in a reference cycle or not
+
+    assert s3_server.fs.cat_file(url) == before
+    assert _pending_uploads(s3_server, s3_bucket) == []  # aborted, not left to a lifecycle rule
+    with ocf.open(url, storage_options=opts) as reader:
+        assert reader.metadata == {"version": "old"}
+        _assert_same(reader.read_tensors(reader), _values(1))
+
+
+EXITING_CHILD = textwrap.dedent("""
+    import sys
+    import numpy as np
+    import ocf
+
+    writer = ocf.Writer(sys.argv[1])   # a global: collected only at shutdown
+    writer.write("big", np.arange(10 << 20, dtype=np.uint32))
+    sys.exit(3)
+""")
+
+
+def test_writer_alive_at_interpreter_exit_leaves_the_committed_object(
+        s3_server: S3Server, s3_bucket: str) -> None:
+    url = f"{s3_bucket}/model.ocf"
+    opts = s3_server.storage_options
+    ocf.save_file(_values(1), url, metadata={"version": "old"}, storage_options=opts)
+    before = s3_server.fs.cat_file(url)
+
+    child = subprocess.run([sys.executable, "-c", EXITING_CHILD, url], capture_output=True,
+                           text=True, env={**os.environ, **s3_server.env}, timeout=60)
+    assert child.returncode == 3, child.stderr
+
+    assert s3_server.fs.cat_file(url) == before
+    assert _pending_uploads(s3_server, s3_bucket) == []
+    with ocf.open(url, storage_options=opts) as reader:
+        assert reader.metadata == {"version": "old"}

@@ -10,10 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
+from collections.abc import Callable, Container, Iterable
 from pathlib import Path
 
 TEMP_MARKER = ".ocf-tmp-"
+# The name of shard <nnnnn> of write <writeid> [R-COMMIT-002] step 3; the shards of a
+# part must be named so (spec/parts.md, [R-PART-001]).
+SHARD_NAME = re.compile(r"data-[0-9a-f]{16}-[0-9]{5}\.ocfd")
 
 
 def new_write_id() -> str:
@@ -28,6 +33,32 @@ def temp_path(target: Path, write_id: str) -> Path:
 
 def is_temp_name(name: str) -> bool:
     return name.startswith(".") and TEMP_MARKER in name
+
+
+def shard_file_name(write_id: str, number: int) -> str:
+    """The name of shard ``number`` of the write ``write_id`` [R-COMMIT-002] step 3."""
+    return f"data-{write_id}-{number:05d}.ocfd"
+
+
+def is_shard_file_name(name: str) -> bool:
+    """Whether ``name`` is ``data-<writeid>-<nnnnn>.ocfd`` exactly."""
+    return SHARD_NAME.fullmatch(name) is not None
+
+
+def leftover_names(names: Iterable[str], referenced: Container[str], *,
+                   also: Callable[[str], bool] | None = None) -> list[str]:
+    """The names of ``names`` that cleanup after a commit deletes [R-COMMIT-004].
+
+    A leftover is a shard file (``data-*.ocfd``) of a previous or crashed
+    write, or a temporary file, and, when ``also`` is given, any name it
+    accepts (a merge's part indexes, spec/parts.md [R-PART-007]). A name in
+    ``referenced``, the shard names of the committed index, is never one,
+    whatever it looks like. The one rule of every cleanup: the writer's in
+    a directory, on an object store, and the merge's.
+    """
+    return [name for name in names if name not in referenced and (
+        (name.startswith("data-") and name.endswith(".ocfd")) or is_temp_name(name)
+        or (also is not None and also(name)))]
 
 
 def fsync_dir(directory: Path) -> None:

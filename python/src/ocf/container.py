@@ -23,8 +23,10 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass
+from typing import Protocol
 
-from ocf.errors import LimitExceededError, MalformedError, UnsupportedVersionError
+from ocf.checksum import crc32c
+from ocf.errors import IntegrityError, LimitExceededError, MalformedError, UnsupportedVersionError
 from ocf.limits import MAX_INDEX_BYTES
 
 PREAMBLE_MAGIC = b"\x89OCF\r\n\x1a\n"
@@ -118,6 +120,38 @@ def parse_footer(tail: bytes, file_size: int, path: str | os.PathLike[str]) -> F
             requirement="R-FILE-005",
         )
     return Footer(offset, length, crc, major, minor)
+
+
+class IndexSource(Protocol):
+    """An open index file: its size, and exact reads at offsets (a local file or an object)."""
+
+    @property
+    def path(self) -> str | os.PathLike[str]: ...
+
+    @property
+    def size(self) -> int: ...
+
+    def pread(self, length: int, offset: int) -> bytes:
+        """Exactly ``length`` bytes at ``offset``; MALFORMED if the file is shorter."""
+        ...
+
+
+def read_index_bytes(source: IndexSource) -> tuple[bytes, Footer]:
+    """The index bytes of an index file and its footer, checked in the reader's order of
+    spec/format.md: preamble [R-FILE-002], footer (parse_footer), then the index
+    checksum [R-FILE-006]. The one reading of an index tail, for checkpoints and parts."""
+    path, size = source.path, source.size
+    tail = b""
+    if size >= MIN_FILE_SIZE:  # else parse_footer reports the truncation
+        check_preamble(source.pread(PREAMBLE_SIZE, 0), path)
+        tail = source.pread(FOOTER_SIZE, size - FOOTER_SIZE)
+    footer = parse_footer(tail, size, path)
+    data = source.pread(footer.index_length, footer.index_offset)
+    if crc32c(data) != footer.index_crc32c:
+        raise IntegrityError(f"index checksum is {crc32c(data):#010x}, the footer says "
+                             f"{footer.index_crc32c:#010x}", path=path,
+                             requirement="R-FILE-006")
+    return data, footer
 
 
 def padding(position: int) -> int:

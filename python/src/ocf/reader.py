@@ -28,12 +28,10 @@ import numpy as np
 from ocf.checksum import crc32c
 from ocf.codec import Compression, decode_zstd
 from ocf.container import (
-    FOOTER_SIZE,
     INDEX_FILE_NAME,
-    MIN_FILE_SIZE,
     PREAMBLE_SIZE,
     check_preamble,
-    parse_footer,
+    read_index_bytes,
 )
 from ocf.errors import (
     IntegrityError,
@@ -159,6 +157,21 @@ class _Shard:
             raise
         return shard
 
+    @classmethod
+    def open_index(cls, path: Path) -> _Shard:
+        """Open an index file: NOT_FOUND unless it is an existing regular file."""
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
+            raise NotFoundError(f"index file cannot be opened: {exc.strerror}", path=path,
+                                requirement="R-FILE-008") from None
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            os.close(fd)
+            raise NotFoundError("index file is not a regular file", path=path,
+                                requirement="R-FILE-008")
+        return cls(path, fd, status.st_size)
+
     def mapping(self) -> mmap.mmap:
         if self._map is None:
             self._map = mmap.mmap(self.fd, self.size, access=mmap.ACCESS_READ)
@@ -183,6 +196,23 @@ class _Shard:
         os.close(self.fd)
 
 
+def open_index_file(path: Path | ObjectPath) -> _Shard | ObjectShard:
+    """Open the index file (or object) at ``path`` for :func:`ocf.container.read_index_bytes`:
+    NOT_FOUND unless it is an existing regular file or object. Close it when done."""
+    if isinstance(path, ObjectPath):
+        return ObjectShard.open_index(path)
+    return _Shard.open_index(path)
+
+
+def open_shard_file(path: Path | ObjectPath, length: int) -> _Shard | ObjectShard:
+    """Open the shard file (or object) at ``path`` as a reader opens a shard its index
+    names: it exists (NOT_FOUND), has ``length`` bytes and starts with the preamble
+    (MALFORMED) [R-SHARD-002], step 16 of the reader's order. Close it when done."""
+    if isinstance(path, ObjectPath):
+        return ObjectShard.open(path, length)
+    return _Shard.open(path, length)
+
+
 class Reader(Mapping[str, TensorInfo]):
     """An open checkpoint: a read-only mapping from key to :class:`TensorInfo`."""
 
@@ -204,8 +234,7 @@ class Reader(Mapping[str, TensorInfo]):
             self._own = ObjectShard.open_index(self.path)
         else:
             self.path = resolve(where)
-            fd = os.open(self.path, os.O_RDONLY)
-            self._own = _Shard(self.path, fd, os.fstat(fd).st_size)
+            self._own = _Shard.open_index(self.path)
         try:
             self.index = self._read_index(self._own)
             for shard in self.index.shards:
@@ -217,26 +246,16 @@ class Reader(Mapping[str, TensorInfo]):
 
     def _open_shard(self, name: str, length: int) -> _Shard | ObjectShard:
         """The shard ``name`` of the index, beside the index file [R-SHARD-001]."""
-        if isinstance(self.path, ObjectPath):
-            return ObjectShard.open(self.path.parent / name, length)
-        return _Shard.open(self.path.parent / name, length)
+        return open_shard_file(self.path.parent / name, length)
 
     # -- opening --------------------------------------------------------------
 
     def _read_index(self, own: _Shard | ObjectShard) -> IndexModel:
-        path, size = own.path, own.size
-        tail = b""
-        if size >= MIN_FILE_SIZE:  # else parse_footer reports the truncation
-            check_preamble(own.pread(PREAMBLE_SIZE, 0), path)
-            tail = own.pread(FOOTER_SIZE, size - FOOTER_SIZE)
-        footer = parse_footer(tail, size, path)
+        data, footer = read_index_bytes(own)
         self.format_version = (footer.format_major, footer.format_minor)
-        data = own.pread(footer.index_length, footer.index_offset)
-        if crc32c(data) != footer.index_crc32c:
-            raise IntegrityError(f"index checksum is {crc32c(data):#010x}, the footer says "
-                                 f"{footer.index_crc32c:#010x}", path=path,
-                                 requirement="R-FILE-006")
-        return decode_index(data, str(path), footer.index_offset)
+        # Tells this checkpoint from one written over it later (ocf.sources).
+        self.index_identity = (footer.index_length, footer.index_crc32c)
+        return decode_index(data, str(own.path), footer.index_offset)
 
     # -- mapping interface ----------------------------------------------------
 

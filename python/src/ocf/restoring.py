@@ -11,6 +11,14 @@ optimizer and its variable are matched, whichever comes first.
 :class:`RestoreStatus` tells what matched; its assertions name the paths
 that did not.
 
+A restore holds the checkpoint open only while it matches: the first pass,
+and each restore-on-create later, opens it (the first pass uses the reader
+that found the graph), matches, and closes it, also on errors. A deferred
+child that is never created therefore keeps no file open. Reopening checks
+that the checkpoint at the path is still the one the restore began with
+(its index's length and CRC-32C): a checkpoint saved over it meanwhile
+fails the deferred restore instead of mixing values of two checkpoints.
+
 The checkpoint can be an OCF checkpoint or a TensorFlow one (a
 ``tf.train.Checkpoint`` prefix, or a ``tf.compat.v1.train.Saver`` one, restored
 by name): both are read through :mod:`ocf.sources`, so the matching, the
@@ -19,7 +27,9 @@ restore-on-create and the status assertions are the same for both.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import functools
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,20 +48,63 @@ class RestoreMismatchError(AssertionError):
     """A restore status assertion failed; the message lists the unmatched paths."""
 
 
+class _Opener:
+    """Opens the checkpoint of one restore for each pass of matching.
+
+    The first call returns the reader the restore already opened; later ones
+    reopen the path and refuse a checkpoint other than the first one.
+    """
+
+    def __init__(self, first: Source, reopen: Callable[[], Source]) -> None:
+        self._first: Source | None = first
+        self._reopen = reopen
+        self._identity = first.identity
+        self._path = first.path
+
+    def __call__(self) -> Source:
+        if self._first is not None:
+            first, self._first = self._first, None
+            return first
+        source = self._reopen()
+        if source.identity != self._identity:
+            source.close()
+            raise InvalidError("the checkpoint was replaced since the restore began: a "
+                               "deferred restore (restore-on-create) would mix values of "
+                               "two checkpoints", path=self._path)
+        return source
+
+
 @dataclass
 class _Session:
     """One restore in progress; lives as long as some restore waits on an object."""
 
-    reader: Source
+    opener: _Opener
     graph: ObjectGraph
     scope: set[int]  # checkpoint nodes this restore is responsible for
     matched: dict[int, object] = field(default_factory=dict)
     slots_done: set[int] = field(default_factory=set)
     waiting_slots: dict[int, list[tuple[int, SlotRef]]] = field(default_factory=dict)
-    pending: int = 0
+    reader: Source | None = None  # open during a pass of matching only
 
     def match(self, node: int, obj: object) -> None:
         """Restore ``obj`` from ``node`` and, breadth-first, everything below it."""
+        with self._pass():
+            self._match(node, obj)
+
+    @contextmanager
+    def _pass(self) -> Iterator[None]:
+        """The checkpoint open for one pass, closed when it ends, however it ends."""
+        if self.reader is not None:  # a child created during a pass: that pass's reader
+            yield
+            return
+        self.reader = self.opener()
+        try:
+            yield
+        finally:
+            reader, self.reader = self.reader, None
+            reader.close()
+
+    def _match(self, node: int, obj: object) -> None:
         work = [(node, obj)]
         while work:
             node, obj = work.pop(0)
@@ -65,17 +118,15 @@ class _Session:
                 child = live_children.get(name)
                 if child is not None and is_trackable(child):
                     work.append((child_node, child))
-                elif defer(obj, name, self._deferred(child_node)):
-                    self.pending += 1
+                else:
+                    defer(obj, name, self._deferred(child_node))
             for slot in self.graph.nodes[node].slots:
                 self._slot(node, slot)
             for owner, slot in self.waiting_slots.pop(node, []):
                 self._slot(owner, slot)
-        self._close_if_done()
 
     def _deferred(self, node: int) -> Callable[[object], None]:
         def restore_child(child: object) -> None:
-            self.pending -= 1
             self.match(node, child)
         return restore_child
 
@@ -93,6 +144,7 @@ class _Session:
             view.restore_metadata(stored.metadata)
 
     def _values(self, node: int) -> dict[str, np.ndarray]:
+        assert self.reader is not None, "values are read during a pass only"
         return {name: self.reader.read_tensor(key)
                 for name, key in self.graph.nodes[node].attributes.items()}
 
@@ -104,10 +156,6 @@ class _Session:
         if track(self.matched[owner]).restore_slot(variable, slot.name,
                                                    self._values(slot.slot_node)):
             self.slots_done.add(slot.slot_node)
-
-    def _close_if_done(self) -> None:
-        if self.pending == 0:
-            self.reader.close()
 
     def unmatched_checkpoint_paths(self) -> list[str]:
         done = set(self.matched) | self.slots_done
@@ -207,8 +255,10 @@ def restore(root: object, path: str, *, start: str = "", name_map: NameMap | Non
     if begin is None:
         reader.close()
         raise NotFoundError(f"the checkpoint has no object at {start!r}", path=path)
-    session = _Session(reader, graph, _reachable(graph, begin))
-    session.match(begin, root)
+    reopen = functools.partial(open_source, path, verify=verify,
+                               storage_options=storage_options)
+    session = _Session(_Opener(reader, reopen), graph, _reachable(graph, begin))
+    session.match(begin, root)  # closes the reader, also on errors
     return RestoreStatus(root, session)
 
 

@@ -70,6 +70,11 @@ class Source(Protocol):
     def get_tensor(self, key: str) -> np.ndarray:
         """Tensor ``key``, possibly a read-only view of the file (no copy)."""
 
+    @property
+    def identity(self) -> tuple[int, int]:
+        """The length and CRC-32C of the index as opened: equal for every opening of
+        one checkpoint, different (but for a CRC collision) once it is replaced."""
+
     def close(self) -> None: ...
 
 
@@ -105,6 +110,10 @@ class OCFSource:
 
     def get_tensor(self, key: str) -> np.ndarray:
         return self.reader.get_tensor(key)
+
+    @property
+    def identity(self) -> tuple[int, int]:
+        return self.reader.index_identity
 
     def close(self) -> None:
         self.reader.close()

@@ -26,7 +26,15 @@ import numpy as np
 from ocf import __version__, dtypes
 from ocf.checksum import crc32c
 from ocf.codec import ChunkEncoder, Compression
-from ocf.commit import fsync_dir, is_temp_name, new_write_id, publish, remove_quietly, temp_path
+from ocf.commit import (
+    fsync_dir,
+    leftover_names,
+    new_write_id,
+    publish,
+    remove_quietly,
+    shard_file_name,
+    temp_path,
+)
 from ocf.container import (
     FOOTER_SIZE,
     INDEX_FILE_NAME,
@@ -48,7 +56,7 @@ from ocf.limits import (
 )
 from ocf.metadata import encode_map
 from ocf.raw import to_raw
-from ocf.slicing import boxes_tile
+from ocf.slicing import boxes_disjoint, boxes_tile
 from ocf.storage.location import ObjectPath, StorageOptions, locate, object_kind
 from ocf.storage.uploading import ObjectOutput, remove_unreferenced_objects
 from ocf.v1 import index_pb2, tensor_pb2
@@ -165,7 +173,18 @@ class Writer:
     ``.ocf``); ``layout="directory"`` writes a directory with ``index.ocf``
     and data shards of at most ``max_shard_size`` bytes each (a tensor
     larger than that gets a shard of its own).
+
+    Extension points, public and stable (``ocf.parts.PartWriter`` writes a
+    part index of a multi-writer save with them, spec/parts.md): the class
+    attribute :attr:`slices_must_tile`, the property :attr:`index_name` and
+    the method :meth:`finish_index`.
     """
+
+    #: Whether commit requires the slices of each tensor written with
+    #: :meth:`write_slice` to tile its global shape exactly [R-SLICE-002].
+    #: When False they need only be pairwise disjoint [R-SLICE-001]: a part
+    #: of a multi-writer save holds some of the boxes (spec/parts.md, [R-PART-001]).
+    slices_must_tile: bool = True
 
     def __init__(
         self,
@@ -266,6 +285,24 @@ class Writer:
         """
         self._graph = list(nodes)
 
+    @property
+    def index_name(self) -> str:
+        """The name under which the directory form publishes its index.
+
+        ``index.ocf``: publishing it commits the checkpoint, after which the
+        shards and temporary files it does not reference are deleted
+        [R-COMMIT-004]. Under any other name (a part index, spec/parts.md) the
+        index is written and published by the same steps, and nothing is
+        deleted.
+        """
+        return INDEX_FILE_NAME
+
+    def finish_index(self, index: index_pb2.Index) -> None:
+        """Called by :meth:`commit` with the index message (``ocf.v1.index_pb2.Index``)
+        once its tables, metadata and object graph are filled, before it is
+        serialized; its shards are listed after this call. The default does
+        nothing; a subclass may set more fields (a part's ``Index.part``)."""
+
     def commit(self) -> None:
         """Write the index and publish the checkpoint atomically."""
         if self._closed:
@@ -275,6 +312,7 @@ class Writer:
             if self._graph is not None:
                 encode_graph(self._graph, self._index.object_graph)
                 decode_graph(self._index.object_graph, self._tensors, str(self.target))
+            self.finish_index(self._index)
             if self.layout == "file":
                 self._commit_file()
             else:
@@ -429,7 +467,7 @@ class Writer:
             and self._files[-1].position + padding(self._files[-1].position) + size
             > self.max_shard_size
         ):
-            name = f"data-{self.write_id}-{len(self._files):05d}.ocfd"
+            name = shard_file_name(self.write_id, len(self._files))
             path = self.target / name
             self._files.append(ObjectOutput(path) if isinstance(path, ObjectPath)
                                else _OutputFile(path))
@@ -480,7 +518,11 @@ class Writer:
 
     def _check_tiling(self, tensor: _Tensor) -> None:
         boxes = [(start, extent) for start, extent, _ in tensor.slices]
-        if not boxes_tile(boxes, tensor.shape):
+        if not self.slices_must_tile:
+            if not boxes_disjoint(boxes):
+                raise InvalidError("slices of this tensor overlap", key=tensor.key,
+                                   path=self.target, requirement="R-SLICE-001")
+        elif not boxes_tile(boxes, tensor.shape):
             raise InvalidError(f"slices do not tile the global shape {list(tensor.shape)} "
                                "exactly (overlap or gap)", key=tensor.key, path=self.target,
                                requirement="R-SLICE-002")
@@ -509,7 +551,9 @@ class Writer:
         self._files.clear()
 
     def _commit_directory(self) -> None:
-        self._publish_index(INDEX_FILE_NAME)
+        self._publish_index(self.index_name)
+        if self.index_name != INDEX_FILE_NAME:
+            return  # not a commit of the checkpoint: nothing to clean up
         referenced = {s.path for s in self._index.shards}
         if isinstance(self.target, ObjectPath):
             remove_unreferenced_objects(self.target, referenced)
@@ -544,11 +588,8 @@ class Writer:
 
 def _remove_unreferenced(directory: Path, referenced: set[str]) -> None:
     """Delete shards the new index does not use: a previous version's, or a crash's."""
-    for entry in os.scandir(directory):
-        name = entry.name
-        stale_shard = name.startswith("data-") and name.endswith(".ocfd") and name not in referenced
-        if stale_shard or is_temp_name(name):
-            remove_quietly(Path(entry.path))
+    for name in leftover_names(os.listdir(directory), referenced):
+        remove_quietly(directory / name)
 
 
 def _check_shape(key: str, shape: tuple[int, ...]) -> None:

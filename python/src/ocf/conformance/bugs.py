@@ -31,6 +31,7 @@ from types import ModuleType
 import numpy as np
 
 import ocf.container
+import ocf.errors
 import ocf.graph
 import ocf.index
 import ocf.metadata
@@ -136,7 +137,8 @@ def crc32_not_crc32c() -> None:
     def crc32(data: bytes | bytearray | memoryview, value: int = 0) -> int:
         return zlib.crc32(data, value)
 
-    _patch(ocf.reader, "crc32c", crc32)
+    _patch(ocf.reader, "crc32c", crc32)  # chunk checksums
+    _patch(ocf.container, "crc32c", crc32)  # the index checksum (read_index_bytes)
 
 
 @bug("reject.file.index-crc-mismatch", "reject.file.index-byte-changed")
@@ -158,7 +160,7 @@ def ignore_index_checksum() -> None:
             data = file.read(footer.index_length)
         return dataclasses.replace(footer, index_crc32c=crc32c(data))
 
-    _patch(ocf.reader, "parse_footer", trusting)
+    _patch(ocf.container, "parse_footer", trusting)  # read_index_bytes looks it up
 
 
 # -- the container -------------------------------------------------------------
@@ -175,7 +177,7 @@ def accept_bad_magic() -> None:
     def unchecked(head: bytes, path: str | os.PathLike[str]) -> None:
         return None
 
-    _patch(ocf.reader, "check_preamble", unchecked)
+    _patch(ocf.container, "check_preamble", unchecked)  # the index file's, not shards'
 
 
 @bug("reject.version.major-2", "reject.version.major-0")
@@ -196,7 +198,7 @@ def ignore_major_version() -> None:
             tail = bytes(patched)
         return original(tail, file_size, path)
 
-    _patch(ocf.reader, "parse_footer", any_major)
+    _patch(ocf.container, "parse_footer", any_major)
 
 
 # -- the index -----------------------------------------------------------------
@@ -337,6 +339,23 @@ def merge_trusts_part_names() -> None:
         return None
 
     _patch(ocf.parts.merging, "check_identity", trust)
+
+
+@bug("merge.shard-named-like-a-part-index", "merge.shard-not-named-as-a-shard")
+def merge_accepts_any_shard_name() -> None:
+    """The merge takes any non-empty shard path of a part.
+
+    Imitates a merger that checks only for the empty path [R-PART-001]: a part
+    listing another part's index (or any file) as a shard is merged, and the
+    file becomes a shard of the checkpoint that the cleanup may then delete.
+    """
+
+    def only_empty(path: object, names: list[str]) -> None:
+        if "" in names:
+            raise ocf.errors.InvalidError("shard with the empty path",
+                                          requirement="R-PART-001")
+
+    _patch(ocf.parts.merging, "check_part_shards", only_empty)
 
 
 # -- writing -------------------------------------------------------------------

@@ -12,41 +12,33 @@ stays the committed one [R-PART-004] [R-PART-005].
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import pairwise
+from math import prod
 from pathlib import Path
 
 from ocf import __version__
 from ocf.checksum import crc32c
-from ocf.commit import fsync_dir, is_temp_name, new_write_id, publish, remove_quietly, temp_path
-from ocf.container import (
-    FOOTER_SIZE,
-    INDEX_FILE_NAME,
-    MIN_FILE_SIZE,
-    PREAMBLE,
-    PREAMBLE_MAGIC,
-    PREAMBLE_SIZE,
-    Footer,
-    check_preamble,
-    parse_footer,
+from ocf.commit import (
+    fsync_dir,
+    is_shard_file_name,
+    leftover_names,
+    new_write_id,
+    publish,
+    remove_quietly,
+    temp_path,
 )
-from ocf.errors import (
-    IntegrityError,
-    InvalidError,
-    LimitExceededError,
-    MalformedError,
-    NotFoundError,
-)
+from ocf.container import INDEX_FILE_NAME, PREAMBLE, PREAMBLE_SIZE, Footer, read_index_bytes
+from ocf.errors import InvalidError, LimitExceededError, NotFoundError
 from ocf.graph import decode_graph
 from ocf.index import PART_FEATURE, IndexModel, decode_index
 from ocf.limits import MAX_INDEX_BYTES, MAX_SLICES_PER_TENSOR
 from ocf.model import Block, TensorInfo
 from ocf.parts.naming import check_save, is_part_file_name, part_file_name
+from ocf.reader import open_index_file, open_shard_file
 from ocf.slicing import Box, boxes_disjoint, boxes_tile
 from ocf.storage.location import ObjectPath, StorageOptions, locate, object_kind
-from ocf.storage.reading import ObjectShard
 from ocf.storage.uploading import list_names, put_object, remove_object
 from ocf.v1 import index_pb2, tensor_pb2
 
@@ -115,23 +107,44 @@ def _exists(path: Path | ObjectPath) -> bool:
 def _read_part(directory: Path | ObjectPath, save_id: str, number: int, count: int) -> _Part:
     """Read and check part ``number``: an index file, then a part of this save [R-PART-004]."""
     path = directory / part_file_name(save_id, number)
-    data, offset = _index_bytes(path, number, count)
-    model = decode_index(data, str(path), offset, part=True)
+    try:
+        source = open_index_file(path)
+    except NotFoundError:  # gone since M1, or not a regular file
+        raise NotFoundError(f"part {number} of {count} is missing: its writer did not "
+                            "finish", path=path, requirement="R-PART-004") from None
+    try:
+        data, footer = read_index_bytes(source)
+    finally:
+        source.close()
+    model = decode_index(data, str(path), footer.index_offset, part=True)
     message = index_pb2.Index()
     message.ParseFromString(data)  # parsed once already by decode_index
+    # M2 of spec/parts.md: the rules of R-PART-001, then the identity (R-PART-004).
     identity = model.part
     if PART_FEATURE not in model.required_features or identity is None:
         raise InvalidError(f"part {number} is not a part index (no required feature "
                            f"{PART_FEATURE!r} and Index.part)", path=path,
                            requirement="R-PART-001")
+    check_part_shards(path, [shard.path for shard in model.shards])
     check_identity(path, identity, (save_id, number, count))
-    if any(shard.path == "" for shard in model.shards):
-        raise InvalidError("a part index holds no tensor bytes of its own (shard with the "
-                           "empty path)", path=path, requirement="R-PART-001")
     if number != 0 and (model.metadata or model.graph_message is not None):
         raise InvalidError(f"part {number} holds metadata or an object graph; only part 0 "
                            "may", path=path, requirement="R-PART-005")
     return _Part(number, path, model, message)
+
+
+def check_part_shards(path: Path | ObjectPath, names: list[str]) -> None:
+    """A part's shards are its external shard files, each named as the shards of a write
+    are, ``data-<writeid>-<nnnnn>.ocfd`` [R-PART-001]: never the index itself, and
+    never a part index, index.ocf or any other file the merge or its cleanup handles."""
+    if "" in names:
+        raise InvalidError("a part index holds no tensor bytes of its own (shard with the "
+                           "empty path)", path=path, requirement="R-PART-001")
+    for name in names:
+        if not is_shard_file_name(name):
+            raise InvalidError(f"shard {name!r} is not named data-<writeid>-<nnnnn>.ocfd, "
+                               "as the shard files of a part must be", path=path,
+                               requirement="R-PART-001")
 
 
 def check_identity(path: Path | ObjectPath, identity: index_pb2.Part,
@@ -142,59 +155,6 @@ def check_identity(path: Path | ObjectPath, identity: index_pb2.Part,
         raise InvalidError(f"file of part {number} of {count} of save {save_id} says it is part "
                            f"{identity.number} of {identity.count} of save "
                            f"{identity.save_id!r}", path=path, requirement="R-PART-004")
-
-
-def _index_bytes(path: Path | ObjectPath, number: int, count: int) -> tuple[bytes, int]:
-    """The checked index bytes of a part index file and their offset in it."""
-    if isinstance(path, ObjectPath):
-        return _object_index_bytes(path, number, count)
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-        raise NotFoundError(f"part {number} of {count} is missing: its writer did not "
-                            "finish", path=path, requirement="R-PART-004") from None
-    try:
-        status = os.fstat(fd)
-        if not stat.S_ISREG(status.st_mode):
-            raise NotFoundError(f"part {number} is not a regular file", path=path,
-                                requirement="R-PART-004")
-        size = status.st_size
-        tail = b""
-        if size >= MIN_FILE_SIZE:  # else parse_footer reports the truncation
-            check_preamble(os.pread(fd, PREAMBLE_SIZE, 0), path)
-            tail = os.pread(fd, FOOTER_SIZE, size - FOOTER_SIZE)
-        footer = parse_footer(tail, size, path)
-        data = os.pread(fd, footer.index_length, footer.index_offset)
-    finally:
-        os.close(fd)
-    if len(data) != footer.index_length:
-        raise MalformedError("part index ended early: truncated", path=path)
-    _check_index_crc(data, footer, path)
-    return data, footer.index_offset
-
-
-def _object_index_bytes(path: ObjectPath, number: int, count: int) -> tuple[bytes, int]:
-    """As :func:`_index_bytes`, for a part index object read by ranges."""
-    try:
-        part = ObjectShard.open_index(path)
-    except NotFoundError:
-        raise NotFoundError(f"part {number} of {count} is missing: its writer did not "
-                            "finish", path=path, requirement="R-PART-004") from None
-    tail = b""
-    if part.size >= MIN_FILE_SIZE:  # else parse_footer reports the truncation
-        check_preamble(part.pread(PREAMBLE_SIZE, 0), path)
-        tail = part.pread(FOOTER_SIZE, part.size - FOOTER_SIZE)
-    footer = parse_footer(tail, part.size, path)
-    data = part.pread(footer.index_length, footer.index_offset)
-    _check_index_crc(data, footer, path)
-    return data, footer.index_offset
-
-
-def _check_index_crc(data: bytes, footer: Footer, path: Path | ObjectPath) -> None:
-    if crc32c(data) != footer.index_crc32c:
-        raise IntegrityError(f"index checksum is {crc32c(data):#010x}, the footer says "
-                             f"{footer.index_crc32c:#010x}", path=path,
-                             requirement="R-FILE-006")
 
 
 # -- combining -------------------------------------------------------------------------------
@@ -272,18 +232,11 @@ def _check_pieces(key: str, entry: _Entry, directory: Path | ObjectPath) -> None
         raise InvalidError(f"slices written by parts {entry.parts} overlap", path=directory,
                            key=key, requirement="R-PART-005")
     if not boxes_tile(boxes, entry.info.shape):
-        covered = sum(_volume(extent) for _, extent in boxes)
+        covered = sum(prod(extent) for _, extent in boxes)
         raise InvalidError(f"slices written by parts {entry.parts} cover {covered} of the "
-                           f"{_volume(entry.info.shape)} elements of global shape "
+                           f"{prod(entry.info.shape)} elements of global shape "
                            f"{list(entry.info.shape)}: a part is missing or incomplete",
                            path=directory, key=key, requirement="R-PART-005")
-
-
-def _volume(shape: tuple[int, ...]) -> int:
-    count = 1
-    for d in shape:
-        count *= d
-    return count
 
 
 def _fill_tables(index: index_pb2.Index, entries: dict[str, _Entry], bases: list[int]) -> None:
@@ -325,32 +278,8 @@ def _check_merged(data: bytes, directory: Path | ObjectPath) -> None:
     model = decode_index(data, str(path), PREAMBLE_SIZE)
     if model.graph_message is not None:
         decode_graph(model.graph_message, model.tensors, str(path))
-    for shard in model.shards:
-        if isinstance(directory, ObjectPath):
-            ObjectShard.open(directory / shard.path, shard.length).close()
-        else:
-            _check_shard_file(directory / shard.path, shard.length)
-
-
-def _check_shard_file(path: Path, length: int) -> None:
-    """The file exists, has the recorded length and starts with the preamble [R-SHARD-002]."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-        raise NotFoundError("shard file named by a part is missing", path=path,
-                            requirement="R-SHARD-002") from None
-    try:
-        status = os.fstat(fd)
-        if not stat.S_ISREG(status.st_mode):
-            raise NotFoundError("shard named by a part is not a regular file", path=path,
-                                requirement="R-SHARD-002")
-        if status.st_size != length:
-            raise MalformedError(f"shard is {status.st_size} bytes, its part says {length}",
-                                 path=path, requirement="R-SHARD-002")
-        head = os.pread(fd, len(PREAMBLE_MAGIC), 0)
-    finally:
-        os.close(fd)
-    check_preamble(head, path)
+    for shard in model.shards:  # M7: step 16 of the reader's order, as a reader opens them
+        open_shard_file(directory / shard.path, shard.length).close()
 
 
 # -- publishing ------------------------------------------------------------------------------
@@ -383,15 +312,13 @@ def _publish(directory: Path | ObjectPath, data: bytes) -> None:
 
 def remove_leftovers(directory: Path | ObjectPath, referenced: set[str]) -> None:
     """After a commit, delete what the committed index does not use [R-PART-007]:
-    part indexes, shards of earlier or crashed writes, temporary files."""
-    for name in _names(directory):
-        stale_shard = name.startswith("data-") and name.endswith(".ocfd") and \
-            name not in referenced
-        if stale_shard or is_part_file_name(name) or is_temp_name(name):
-            if isinstance(directory, ObjectPath):
-                remove_object(directory / name)
-            else:
-                remove_quietly(directory / name)
+    part indexes, shards of earlier or crashed writes, temporary files; never a
+    name in ``referenced`` (the committed index's shards), whatever it looks like."""
+    for name in leftover_names(_names(directory), referenced, also=is_part_file_name):
+        if isinstance(directory, ObjectPath):
+            remove_object(directory / name)
+        else:
+            remove_quietly(directory / name)
 
 
 def _names(directory: Path | ObjectPath) -> Iterator[str]:

@@ -24,9 +24,9 @@ from ocf.errors import InvalidError
 from ocf.graph import Node, encode_graph
 from ocf.index import PART_FEATURE
 from ocf.parts.naming import check_save, part_file_name
-from ocf.slicing import boxes_disjoint
 from ocf.storage.location import StorageOptions, locate
-from ocf.writer import Writer, _Tensor
+from ocf.v1 import index_pb2
+from ocf.writer import Writer
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,16 @@ class PartWriter(Writer):
     metadata and an object graph, which may name tensors of any part
     [R-PART-005]. Options are those of :class:`ocf.Writer` for the directory
     form (compression, chunk_size, max_shard_size, threads, write_id).
+
+    It uses only the public extension points of :class:`ocf.Writer`: its
+    slices need not tile (:attr:`slices_must_tile`), its index is published
+    under its part file name (:attr:`index_name`) and deletes nothing, and
+    :meth:`finish_index` marks it a part index.
     """
+
+    # Other parts hold the rest of a tensor: the boxes of this part need only be
+    # disjoint; the merge checks that all parts tile the shape [R-PART-001].
+    slices_must_tile = False
 
     def __init__(self, path: str | os.PathLike[str], *, part: int, parts: int, save_id: str,
                  metadata: Mapping[str, object] | None = None,
@@ -81,6 +90,10 @@ class PartWriter(Writer):
         """The name under which this part's index is published."""
         return part_file_name(self.save_id, self.part)
 
+    @property
+    def index_name(self) -> str:
+        return self.file_name
+
     def write_tensors(self, tensors: Mapping[str, object]) -> None:
         """Write each value: whole for an array, as its box for a :class:`Slice`."""
         for key, value in tensors.items():
@@ -96,25 +109,15 @@ class PartWriter(Writer):
                                path=self.target, requirement="R-PART-005")
         self._part_graph = list(nodes)
 
-    # -- hooks of Writer --------------------------------------------------------
-
-    def _check_tiling(self, tensor: _Tensor) -> None:
-        # Other parts hold the rest of the tensor: the boxes of this part need
-        # only be disjoint; the merge checks that all parts tile the shape.
-        if not boxes_disjoint([(start, extent) for start, extent, _ in tensor.slices]):
-            raise InvalidError("slices of this part overlap", key=tensor.key, path=self.target,
-                               requirement="R-PART-001")
-
-    def _commit_directory(self) -> None:
-        """Publish the part index; leave every other file to the merge."""
-        self._index.header.required_features.append(PART_FEATURE)
-        self._index.part.save_id = self.save_id
-        self._index.part.number = self.part
-        self._index.part.count = self.parts
+    def finish_index(self, index: index_pb2.Index) -> None:
+        """Mark the index a part index of this save [R-PART-001]."""
+        index.header.required_features.append(PART_FEATURE)
+        index.part.save_id = self.save_id
+        index.part.number = self.part
+        index.part.count = self.parts
         if self._part_graph is not None:
             # Its attribute keys may name other parts' tensors: the merge checks it.
-            encode_graph(self._part_graph, self._index.object_graph)
-        self._publish_index(self.file_name)
+            encode_graph(self._part_graph, index.object_graph)
 
 
 def write_part(path: str | os.PathLike[str], tensors: Mapping[str, object], *, part: int,

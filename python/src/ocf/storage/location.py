@@ -75,6 +75,15 @@ def url_scheme(path: str | os.PathLike[str]) -> str | None:
     return None if scheme in _LOCAL_SCHEMES else scheme
 
 
+def join_path(directory: str | os.PathLike[str], name: str) -> str:
+    """The path of ``name`` in ``directory``: URLs always join with "/", local paths
+    with the platform's separator (a URL through os.path.join breaks on Windows)."""
+    text = os.fspath(directory)
+    if url_scheme(text) is None:
+        return os.path.join(text, name)
+    return f"{text.rstrip('/')}/{name}"
+
+
 def locate(path: str | os.PathLike[str], storage_options: StorageOptions | None = None
            ) -> Path | ObjectPath:
     """The local :class:`Path` or the :class:`ObjectPath` that ``path`` names.
@@ -128,16 +137,40 @@ def object_kind(path: ObjectPath) -> str | None:
     return kind if kind in ("file", "directory") else None
 
 
+def head_object(path: ObjectPath) -> int | None:
+    """The size of the object named exactly ``path``, None if there is none.
+
+    Never lists [R-COMMIT-006]: on S3 this is one HEAD request, where
+    ``fs.info`` would list the prefix ``path/`` when the object is missing.
+    Other filesystems answer through ``fs.info`` (asked afresh, refresh=True:
+    fsspec's listing cache may hold what another process has replaced
+    since); whatever is not an object there counts as none.
+    """
+    fs = path.fs
+    if callable(getattr(fs, "call_s3", None)) and callable(getattr(fs, "split_path", None)):
+        bucket, key, version_id = fs.split_path(path.key)
+        version = {"VersionId": version_id} if version_id else {}
+        try:
+            head = fs.call_s3("head_object", fs.kwargs, Bucket=bucket, Key=key, **version)
+        except FileNotFoundError:
+            return None
+        size = head.get("ContentLength")
+    else:
+        try:
+            info = fs.info(path.key, refresh=True)
+        except FileNotFoundError:
+            return None
+        if info.get("type") != "file":
+            return None
+        size = info.get("size")
+    if not isinstance(size, int) or size < 0:
+        raise NotFoundError(f"the store reports no valid size ({size!r})", path=path)
+    return size
+
+
 def object_size(path: ObjectPath, requirement: str) -> int:
     """The size of the object at ``path``; NotFoundError if it is not an object."""
-    try:
-        info = path.fs.info(path.key, refresh=True)
-    except FileNotFoundError:
-        info = None
-    if info is None or info.get("type") != "file":
+    size = head_object(path)
+    if size is None:
         raise NotFoundError("no object under this name", path=path, requirement=requirement)
-    size = info.get("size")
-    if not isinstance(size, int) or size < 0:
-        raise NotFoundError(f"the store reports no valid size ({size!r})", path=path,
-                            requirement=requirement)
     return size

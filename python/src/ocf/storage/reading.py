@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ocf.container import INDEX_FILE_NAME, PREAMBLE_SIZE, check_preamble
 from ocf.errors import InvalidError, LimitExceededError, MalformedError, NotFoundError
-from ocf.storage.location import ObjectPath, object_kind, object_size
+from ocf.storage.location import ObjectPath, head_object, object_size
 
 # Opening an index object fetches up to this many bytes from its end in one
 # request: the footer and, for most checkpoints, the whole index with it.
@@ -22,20 +22,19 @@ def resolve_object(path: ObjectPath) -> ObjectPath:
     """The index object of the checkpoint at ``path`` [R-COMMIT-006].
 
     An object at ``path`` is the index (single-file form); else the object
-    ``path/index.ocf`` is (multi-file form); a prefix holding objects but
-    no ``index.ocf`` is a write that never committed [R-COMMIT-003].
+    ``path/index.ocf`` is (multi-file form). Two HEAD requests at most and
+    no listing: objects below ``path/`` without an ``index.ocf`` are a write
+    that never committed [R-COMMIT-003], no different from nothing.
     """
-    kind = object_kind(path)
-    if kind == "file":
+    if head_object(path) is not None:
         return path
     index = path / INDEX_FILE_NAME
-    if object_kind(index) == "file":
+    if head_object(index) is not None:
         return index
-    if kind == "directory":
-        raise NotFoundError(f"prefix holds no committed checkpoint ({INDEX_FILE_NAME} is "
-                            "missing; objects there may be leftovers of an unfinished write)",
-                            path=path, requirement="R-COMMIT-003")
-    raise NotFoundError("no checkpoint at this path", path=path, requirement="R-COMMIT-006")
+    raise NotFoundError(f"no checkpoint at this path: neither an object there nor one named "
+                        f"{INDEX_FILE_NAME} below it (objects below it without "
+                        f"{INDEX_FILE_NAME} are an unfinished write, not a checkpoint)",
+                        path=path, requirement="R-COMMIT-006")
 
 
 def read_small_object(path: ObjectPath, limit: int) -> bytes | None:

@@ -2,19 +2,28 @@
 
 An object store has no rename, but creating or replacing one object is
 atomic: readers see the old object or the new one, whole, never a part.
-So each file is uploaded straight under its final name: a small one in
-one PUT, a large one as a multipart upload, which becomes visible only
-when the upload is completed [R-COMMIT-005]. Until then nothing exists
-under that name; a crash leaves at most an unfinished multipart upload,
-which no reader sees (and which a bucket lifecycle rule reclaims).
+So each file is uploaded straight under its final name as a multipart
+upload, which becomes visible only when it is completed [R-COMMIT-005].
+Until then nothing exists under that name; a crash leaves at most an
+unfinished multipart upload, which no reader sees (and which a bucket
+lifecycle rule reclaims).
+
+Only :meth:`ObjectOutput.close_durably` completes an upload. fsspec's
+buffered files complete theirs when closed, and close themselves when
+garbage-collected: a writer dropped mid-write (an exception outside a
+``with``, interpreter shutdown) would then publish a truncated object over
+the committed one. So files are opened with ``autocommit=False``, which
+makes closing upload the last part without completing, and a finalizer
+aborts whatever upload an output leaves unfinished.
 """
 
 from __future__ import annotations
 
 import contextlib
+import weakref
 from typing import Any
 
-from ocf.commit import is_temp_name
+from ocf.commit import leftover_names
 from ocf.container import INDEX_FILE_NAME, PREAMBLE, PREAMBLE_SIZE, padding
 from ocf.storage.location import ObjectPath, object_kind
 
@@ -29,12 +38,16 @@ class ObjectOutput:
     """One object being written: preamble first, then 64-byte aligned blocks.
 
     The interface of the writer's local output file; the object appears
-    under its name only in :meth:`close_durably`.
+    under its name only in :meth:`close_durably`. An output dropped without
+    it (or :meth:`discard`) aborts its upload when collected, or at exit.
     """
 
     def __init__(self, path: ObjectPath, part_size: int = PART_SIZE) -> None:
         self.path = path
-        self._file: Any = path.fs.open(path.key, "wb", block_size=part_size)
+        self._file: Any = _open_uncommitted(path, part_size)
+        # Holds the file, so that the file is never collected (and closed) before
+        # this output: its abort then always runs first [R-COMMIT-004].
+        self._abandon = weakref.finalize(self, _abort_upload, self._file)
         self._file.write(PREAMBLE)
         self.position = PREAMBLE_SIZE
 
@@ -56,13 +69,34 @@ class ObjectOutput:
 
     def close_durably(self) -> None:
         """Complete the upload: from now on the object exists, whole and durable."""
-        self._file.close()
+        self._file.close()  # uploads the last part; autocommit=False: completes nothing
+        self._file.commit()  # the commit point of this object [R-COMMIT-005]
+        self._abandon.detach()
 
     def discard(self) -> None:
         """Abandon the upload; nothing appears under the name."""
-        self._file.discard()  # aborts a multipart upload already started
-        # Marked closed so that closing (or collecting) the file uploads nothing.
-        self._file.closed = True
+        self._abandon()
+
+
+def _open_uncommitted(path: ObjectPath, part_size: int) -> Any:
+    """A buffered fsspec file at ``path`` whose upload completes only on commit().
+
+    ``fs._open`` rather than ``fs.open``: with autocommit=False, ``open`` also
+    records the file in the filesystem's transaction, which is never
+    completed here and would keep every file (and its buffer) alive.
+    """
+    return path.fs._open(path.key, "wb", block_size=part_size, autocommit=False)
+
+
+def _abort_upload(file: Any) -> None:
+    """Abort the upload of ``file`` (a finalizer: never raises)."""
+    try:
+        file.discard()  # aborts a multipart upload already started
+    except Exception:  # best effort: an unfinished upload is no object, and is billed
+        pass  # only until a lifecycle rule reclaims it
+    finally:
+        # Marked closed so that closing (or collecting) the file sends nothing more.
+        file.closed = True
 
 
 def put_object(path: ObjectPath, data: bytes) -> None:
@@ -76,12 +110,8 @@ def remove_unreferenced_objects(directory: ObjectPath, referenced: set[str]) -> 
     Runs only after the index PUT, under the one-writer rule of
     [R-COMMIT-004]: a previous version's shards, or those of a crashed write.
     """
-    names = list_names(directory)
-    stale = [directory / name for name in names
-             if (name.startswith("data-") and name.endswith(".ocfd") and name not in referenced)
-             or is_temp_name(name)]
-    for path in stale:
-        remove_object(path)
+    for name in leftover_names(list_names(directory), referenced):
+        remove_object(directory / name)
 
 
 def list_names(directory: ObjectPath) -> list[str]:

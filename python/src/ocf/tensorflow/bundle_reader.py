@@ -30,6 +30,7 @@ from types import TracebackType
 
 import numpy as np
 
+from ocf.checksum import crc32c
 from ocf.errors import (
     IntegrityError,
     InvalidError,
@@ -71,7 +72,10 @@ class BundleReader:
         self.verify = verify
         self.bytes_read = 0
         self._files: dict[int, tuple[BufferedReader, int]] = {}
-        entries = sstable.read_table(self._read_index(), path=self.index_path, verify=verify)
+        data = self._read_index()
+        # Tells this checkpoint from one written over it later (ocf.sources).
+        self.index_identity = (len(data), crc32c(data))
+        entries = sstable.read_table(data, path=self.index_path, verify=verify)
         if not entries or entries[0][0] != b"":
             raise MalformedError(
                 "the first index entry is not the header (empty key)", path=self.index_path

@@ -94,6 +94,10 @@ class TFSource:
     def get_tensor(self, key: str) -> np.ndarray:
         return self.read_tensor(key)  # a bundle's bytes are read, never mapped
 
+    @property
+    def identity(self) -> tuple[int, int]:
+        return self.bundle.index_identity
+
     def close(self) -> None:
         self.bundle.close()
 

@@ -34,6 +34,7 @@ from ocf.graph import Node
 from ocf.manager import CheckpointManager
 from ocf.parts import Slice, merge_parts, new_save_id, write_part
 from ocf.reader import Reader
+from ocf.storage.location import join_path, url_scheme
 from ocf.torch.tensors import from_numpy, to_numpy
 
 Region = Sequence[slice] | slice | None
@@ -101,14 +102,16 @@ def save_numbered(directory: str | os.PathLike[str], number: int,
     Rank 0 records the committed checkpoint in ``<directory>/checkpoint.json``
     and deletes the ones beyond ``max_to_keep`` (:class:`ocf.CheckpointManager`);
     a save that fails leaves the previous latest checkpoint in place.
+    ``directory`` may be a URL of an object store (``s3://bucket/run``), with
+    ``storage_options`` among ``options``.
     """
-    path = os.path.join(os.fspath(directory), f"ckpt-{number}")
+    path = join_path(directory, f"ckpt-{number}")
     save(path, tensors, group=group, **options)
-    if dist.get_rank(group) == 0:
-        os.makedirs(directory, exist_ok=True)
+    store = options.get("storage_options")
 
     def record() -> None:
-        manager = CheckpointManager(_Committed(path), directory, max_to_keep=max_to_keep)
+        manager = CheckpointManager(_Committed(path), directory, max_to_keep=max_to_keep,
+                                    storage_options=store)
         manager.save(checkpoint_number=number)
 
     _collective(lambda: None, record, group)
@@ -153,12 +156,12 @@ def _collective(step: Callable[[], None], on_rank_0: Callable[[], None],
     """Run ``step`` on every rank; if all succeed, ``on_rank_0`` on rank 0; then every
     rank returns, or raises the first failure, the same on every rank."""
     statuses: list[_Status] = [None] * dist.get_world_size(group)
-    status = _attempt(step)
+    status = _attempt(step, group)
     try:
         dist.all_gather_object(statuses, status, group=group)
         failed = next((s for s in statuses if s is not None), None)
         if failed is None and dist.get_rank(group) == 0:
-            failed = _attempt(on_rank_0)
+            failed = _attempt(on_rank_0, group)
         outcome = _from_rank_0(failed, group)
     except RuntimeError as exc:  # a rank died or timed out: the group is broken
         raise SaveError(f"the process group failed during a collective save (a rank crashed "
@@ -168,15 +171,17 @@ def _collective(step: Callable[[], None], on_rank_0: Callable[[], None],
         raise _error(outcome)
 
 
-def _attempt(step: Callable[[], None]) -> _Status:
-    """Run ``step``; what went wrong, as plain values every rank can receive."""
+def _attempt(step: Callable[[], None], group: dist.ProcessGroup | None) -> _Status:
+    """Run ``step``; what went wrong, as plain values every rank can receive.
+
+    A failure names the rank in ``group``, the numbering its callers use."""
     try:
         step()
     except OCFError as exc:
         return (type(exc).__name__, exc.category.value, exc.detail, exc.path, exc.key,
                 exc.requirement)
     except Exception as exc:  # the rank's environment (disk full, ...): still reported
-        rank = dist.get_rank()
+        rank = dist.get_rank(group)
         return (type(exc).__name__, None, f"rank {rank}: {exc}", None, None, None)
     return None
 
@@ -208,6 +213,11 @@ def _numpy(key: str, value: object) -> object:
     return np.asarray(value)
 
 
+def _normalized(path: str) -> str:
+    """A local path made absolute; a URL as it is (abspath would make it a local path)."""
+    return path if url_scheme(path) is not None else os.path.abspath(path)
+
+
 class _Committed:
     """A :class:`ocf.manager.Saveable` for a checkpoint that :func:`save` committed."""
 
@@ -218,8 +228,9 @@ class _Committed:
     def save_counter(self) -> int:
         return 0
 
-    def write(self, path: str) -> str:
-        if os.path.abspath(path) != os.path.abspath(self._path):
+    def write(self, path: str, storage_options: object = None) -> str:
+        # storage_options: the manager passes them on; save() already used them.
+        if _normalized(path) != _normalized(self._path):
             raise SaveError(f"checkpoint {self._path!r} was saved, {path!r} asked for")
         return path
 
