@@ -43,7 +43,7 @@ from ocf.errors import (
 from ocf.graph import ObjectGraph, decode_graph
 from ocf.index import IndexModel, decode_index
 from ocf.metadata import MetadataValue
-from ocf.model import Block, TensorInfo
+from ocf.model import Block, Piece, TensorInfo
 from ocf.raw import check_bool, decode_strings
 from ocf.slicing import Box, as_array_index, chunks_touching, intersect, select
 from ocf.storage.location import ObjectPath, StorageOptions, locate
@@ -225,6 +225,8 @@ class Reader(Mapping[str, TensorInfo]):
         self.verify = verify
         self.bytes_read = 0
         self._verified: set[tuple[int, int, int]] = set()
+        # Per key stored in slices: its boxes' first and past-the-end indices.
+        self._piece_bounds: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._pool: ThreadPoolExecutor | None = None
         self._shards: list[_Shard | ObjectShard] = []
         self._graph: ObjectGraph | None = None
@@ -538,7 +540,7 @@ class Reader(Mapping[str, TensorInfo]):
         except ValueError as exc:  # a valid shape NumPy cannot represent
             raise LimitExceededError(f"shape {list(box[1])} cannot be held by NumPy: {exc}",
                                      path=self.path, key=info.key) from None
-        for piece in info.pieces:
+        for piece in self._pieces_meeting(info, box):
             common = intersect(box, (piece.start, piece.extent))
             if common is None:
                 continue
@@ -547,6 +549,23 @@ class Reader(Mapping[str, TensorInfo]):
                                                                       common[1]))
             out[target] = self._block_region(info, piece.block, piece.extent, local)
         return out
+
+    def _pieces_meeting(self, info: TensorInfo, box: Box) -> list[Piece]:
+        """The slices of ``info`` that share an element with ``box``, found by one
+        vectorized test over all its slices (a tensor stored in many tiles)."""
+        if len(info.pieces) < 8:
+            return list(info.pieces)
+        bounds = self._piece_bounds.get(info.key)
+        if bounds is None:  # values are below 2^58 in a valid index
+            lo = np.array([p.start for p in info.pieces], dtype=np.int64).reshape(
+                len(info.pieces), len(info.shape))
+            hi = lo + np.array([p.extent for p in info.pieces], dtype=np.int64).reshape(lo.shape)
+            bounds = self._piece_bounds[info.key] = (lo, hi)
+        lo, hi = bounds
+        start = np.array(box[0], dtype=np.int64)
+        stop = start + np.array(box[1], dtype=np.int64)
+        meets = ((lo < stop) & (start < hi)).all(axis=1)
+        return [info.pieces[i] for i in np.flatnonzero(meets).tolist()]
 
     def _materialize(self, info: TensorInfo, raw: np.ndarray, shape: tuple[int, ...],
                      window: tuple[slice, ...] = ()) -> np.ndarray:

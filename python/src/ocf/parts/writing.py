@@ -19,11 +19,13 @@ from typing import Any
 
 import numpy as np
 
+from ocf import dtypes
 from ocf.commit import fsync_dir
-from ocf.errors import InvalidError
+from ocf.errors import InvalidError, OCFError
 from ocf.graph import Node, encode_graph
 from ocf.index import PART_FEATURE
 from ocf.parts.naming import check_save, part_file_name
+from ocf.parts.tiling import tiles_of
 from ocf.storage.location import StorageOptions, locate
 from ocf.v1 import index_pb2
 from ocf.writer import Writer
@@ -51,7 +53,23 @@ class PartWriter(Writer):
     one part, or in slices by one or several parts; only part 0 may carry
     metadata and an object graph, which may name tensors of any part
     [R-PART-005]. Options are those of :class:`ocf.Writer` for the directory
-    form (compression, chunk_size, max_shard_size, threads, write_id).
+    form (compression, chunk_size, max_shard_size, threads, write_id), and
+    ``tile_bytes``.
+
+    ``tile_bytes`` (default None: no tiles) stores every box of a tensor of
+    rank 2 or more, and every such tensor written whole with more than one
+    element, as a grid of tiles of about that many bytes, each tile a slice of
+    its own (:mod:`ocf.parts.tiling`). The grid depends on the tensor's global
+    shape only and splits every dimension into about the same number of
+    tiles, so that a reader that wants any band of the tensor, along any
+    dimension, reads the tiles it overlaps and not every chunk of the boxes
+    (a box in C order is one run of chunks). A tensor gets at most
+    :data:`~ocf.parts.tiling.MAX_GRID_TILES` tiles in its grid (larger tiles
+    for larger tensors); a box at most its share of
+    :data:`~ocf.parts.tiling.TILE_BUDGET`. The cost is in the index: one slice
+    record per tile (a block row, its chunk checksums, and a start and an
+    extent per dimension). Tensors of rank 0 or 1 and byte strings are not
+    tiled; ``chunk_size`` still chunks each tile.
 
     It uses only the public extension points of :class:`ocf.Writer`: its
     slices need not tile (:attr:`slices_must_tile`), its index is published
@@ -65,8 +83,14 @@ class PartWriter(Writer):
 
     def __init__(self, path: str | os.PathLike[str], *, part: int, parts: int, save_id: str,
                  metadata: Mapping[str, object] | None = None,
-                 storage_options: StorageOptions | None = None, **options: object) -> None:
+                 storage_options: StorageOptions | None = None, tile_bytes: int | None = None,
+                 **options: object) -> None:
         check_save(save_id, parts)
+        if tile_bytes is not None and (isinstance(tile_bytes, bool)
+                                       or not isinstance(tile_bytes, int) or tile_bytes < 1):
+            raise InvalidError(f"tile_bytes must be a positive int or None, not {tile_bytes!r}")
+        self.tile_bytes = tile_bytes
+        self._keys: set[str] = set()  # written so far, whole or in slices
         if isinstance(part, bool) or not isinstance(part, int) or not 0 <= part < parts:
             raise InvalidError(f"part number {part!r} is not in [0, {parts})",
                                requirement="R-PART-001")
@@ -93,6 +117,33 @@ class PartWriter(Writer):
     @property
     def index_name(self) -> str:
         return self.file_name
+
+    def write(self, key: str, array: np.ndarray) -> None:
+        """Store ``array`` whole under ``key``: in tiles when ``tile_bytes`` asks for them."""
+        array = np.asarray(array)
+        origin = (0,) * array.ndim
+        if key not in self._keys and _wants_tiles(self.tile_bytes, array, origin, array.shape):
+            self.write_slice(key, array, origin, array.shape)
+        else:
+            super().write(key, array)
+            self._keys.add(key)
+
+    def write_slice(self, key: str, array: np.ndarray, start: Sequence[int],
+                    shape: Sequence[int]) -> None:
+        """Store ``array`` as the box at ``start`` of the tensor ``key`` of global
+        ``shape``; as tiles, each a slice, when ``tile_bytes`` asks for them."""
+        array = np.asarray(array)
+        if not _wants_tiles(self.tile_bytes, array, start, shape):
+            super().write_slice(key, array, start, shape)
+            self._keys.add(key)
+            return
+        origin = tuple(int(x) for x in start)
+        for tile_start, tile_extent in tiles_of((origin, array.shape), shape,
+                                                array.dtype.itemsize, self.tile_bytes or 1):
+            window = tuple(slice(t - o, t - o + e)
+                           for t, o, e in zip(tile_start, origin, tile_extent))
+            super().write_slice(key, array[window], tile_start, shape)
+            self._keys.add(key)
 
     def write_tensors(self, tensors: Mapping[str, object]) -> None:
         """Write each value: whole for an array, as its box for a :class:`Slice`."""
@@ -130,3 +181,19 @@ def write_part(path: str | os.PathLike[str], tensors: Mapping[str, object], *, p
         writer.write_tensors(tensors)
         if object_graph is not None:
             writer.set_object_graph(object_graph)
+
+
+def _wants_tiles(tile_bytes: int | None, array: np.ndarray, start: Sequence[int],
+                 shape: Sequence[int]) -> bool:
+    """Whether to store this box in tiles: asked for, rank 2 or more, a fixed-size
+    dtype, and a valid box of more than one element (anything else goes to
+    :class:`ocf.Writer` untouched, which stores it or refuses it as ever)."""
+    if tile_bytes is None or array.ndim < 2 or array.size <= 1:
+        return False
+    try:
+        fixed = not dtypes.for_array(array).is_bytes
+        start, shape = tuple(int(x) for x in start), tuple(int(x) for x in shape)
+    except (OCFError, TypeError, ValueError):
+        return False
+    return fixed and len(start) == len(shape) == array.ndim and all(
+        b >= 0 and b + e <= d for b, e, d in zip(start, array.shape, shape))

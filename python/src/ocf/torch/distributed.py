@@ -44,6 +44,16 @@ Region = Sequence[slice] | slice | None
 # bytes it needs (python/benchmarks/bench_distributed.py), at 4 bytes of
 # index per chunk.
 RESHARD_CHUNK_SIZE = 64 << 10
+# Tile size of distributed saves unless the caller chooses one (tile_bytes=None
+# stores each box as one slice): every box of a tensor of rank 2 or more is
+# stored as a grid of tiles of about this many bytes, each a slice of its own
+# (ocf.parts.tiling), so that a reader that partitions the tensor along
+# another dimension than the writers (columns of a tensor saved by rows) reads
+# the tiles its region overlaps, not every chunk of every box. The grid splits
+# each dimension into about as many tiles, at most 1024 tiles per tensor
+# (larger tensors get larger tiles). The cost is one slice record per tile in
+# the index, a few tens of bytes.
+RESHARD_TILE_BYTES = 16 << 10
 # What a rank reports of its step: None when it succeeded, else the error's
 # class name, category (None outside OCF's), message, path, key and requirement.
 _Status = tuple[str, str | None, str, str | None, str | None, str | None] | None
@@ -73,12 +83,16 @@ def save(path: str | os.PathLike[str], tensors: Mapping[str, object], *,
     :class:`ocf.parts.Slice` boxes of tensors partitioned across ranks.
     Rank 0's ``metadata`` and ``object_graph`` are stored; other ranks' are
     ignored. ``options`` go to the writer (compression, chunk_size, which is
-    :data:`RESHARD_CHUNK_SIZE` unless given, ...).
+    :data:`RESHARD_CHUNK_SIZE` unless given, tile_bytes, which is
+    :data:`RESHARD_TILE_BYTES` unless given: tensors of rank 2 or more are
+    stored in tiles, one slice record each in the index; see
+    :class:`ocf.parts.PartWriter`).
     Raises on every rank if any rank fails to write its part or the merge
     refuses the parts; the checkpoint is then not committed.
     """
     rank, world = dist.get_rank(group), dist.get_world_size(group)
     options.setdefault("chunk_size", RESHARD_CHUNK_SIZE)
+    options.setdefault("tile_bytes", RESHARD_TILE_BYTES)
     save_id = _from_rank_0(new_save_id() if rank == 0 else None, group)
     assert isinstance(save_id, str)
 
