@@ -80,7 +80,14 @@ from ocf.errors import (
     UnsupportedVersionError,
 )
 from ocf.reader import Reader
-from ocf.storage.location import ObjectPath, StorageOptions, locate, object_kind, url_scheme
+from ocf.storage.location import (
+    ObjectPath,
+    StorageOptions,
+    join_path,
+    locate,
+    object_kind,
+    url_scheme,
+)
 from ocf.storage.reading import read_small_object
 from ocf.storage.uploading import put_object, remove_checkpoint
 
@@ -250,13 +257,6 @@ def _where(directory: StrPath, storage_options: StorageOptions | None) -> Path |
     return locate(directory, storage_options)
 
 
-def _join(directory: str, name: str) -> str:
-    """The path of ``name`` in ``directory``: URLs always join with "/"."""
-    if url_scheme(directory) is None:
-        return os.path.join(directory, name)
-    return f"{directory.rstrip('/')}/{name}"
-
-
 def read_state(directory: StrPath, storage_options: StorageOptions | None = None
                ) -> CheckpointState | None:
     """The checked state file of ``directory``, or None if it has none."""
@@ -317,7 +317,7 @@ def _newest_first(state: CheckpointState) -> Iterator[str]:
 def _first_intact(directory: str, state: CheckpointState,
                   storage_options: StorageOptions | None) -> str | None:
     for name in _newest_first(state):
-        if _opens(_join(directory, name), storage_options):
+        if _opens(join_path(directory, name), storage_options):
             return name
     return None
 
@@ -334,7 +334,7 @@ def latest_checkpoint(directory: StrPath, storage_options: StorageOptions | None
     directory = os.fspath(directory)
     state = read_state(directory, storage_options)
     name = None if state is None else _first_intact(directory, state, storage_options)
-    return None if name is None else _join(directory, name)
+    return None if name is None else join_path(directory, name)
 
 
 # -- the manager ----------------------------------------------------------------
@@ -477,7 +477,7 @@ class CheckpointManager:
         return None if latest is None else self._path(latest)
 
     def _path(self, name: str) -> str:
-        return _join(self._directory, name)
+        return join_path(self._directory, name)
 
     # -- saving -----------------------------------------------------------------
 
