@@ -11,6 +11,7 @@ number, the part count and the save id, and lets one process merge
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -100,12 +101,8 @@ class PartWriter(Writer):
         self.part, self.parts, self.save_id = part, parts, save_id
         self._part_graph: list[Node] | None = None
         target = locate(path, storage_options)  # an object store needs no directory
-        if isinstance(target, Path) and not target.is_dir():
-            # Every part may be first: several processes create it at once.
-            if target.exists():
-                raise InvalidError("target exists and is not a directory", path=target)
-            target.mkdir(parents=True, exist_ok=True)
-            fsync_dir(target.absolute().parent)
+        if isinstance(target, Path):
+            _make_directory(target)
         super().__init__(target, layout="directory", metadata=metadata,
                          **options)  # type: ignore[arg-type]
 
@@ -169,6 +166,20 @@ class PartWriter(Writer):
         if self._part_graph is not None:
             # Its attribute keys may name other parts' tensors: the merge checks it.
             encode_graph(self._part_graph, index.object_graph)
+
+
+def _make_directory(target: Path) -> None:
+    """Create the checkpoint directory, which every part may be the first to need.
+
+    Several processes run this at once, so it never asks "does it exist?"
+    before creating: mkdir with exist_ok succeeds whoever wins the race, and
+    only then is the result checked.
+    """
+    with contextlib.suppress(FileExistsError):  # raised when a file has the name
+        target.mkdir(parents=True, exist_ok=True)
+    if not target.is_dir():
+        raise InvalidError("target exists and is not a directory", path=target)
+    fsync_dir(target.absolute().parent)  # the directory's name is durable
 
 
 def write_part(path: str | os.PathLike[str], tensors: Mapping[str, object], *, part: int,
