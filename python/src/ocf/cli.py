@@ -23,21 +23,12 @@ from ocf import __version__
 from ocf.errors import OCFError
 from ocf.graph import Node, ObjectGraph, Origin
 from ocf.reader import Reader
-from ocf.sources import Source, is_ocf_checkpoint, open_source
-from ocf.textformat import format_size as _size
-from ocf.textformat import format_table as _table
-
-
-def _is_tensorflow(path: str) -> bool:
-    if is_ocf_checkpoint(path):
-        return False
-    from ocf.tensorflow.bundle_reader import is_tf_checkpoint  # no TensorFlow needed
-
-    return is_tf_checkpoint(path)
+from ocf.sources import Source, is_tensorflow_checkpoint, open_source
+from ocf.textformat import format_size, format_table
 
 
 def inspect(args: argparse.Namespace) -> int:
-    if _is_tensorflow(args.path):
+    if is_tensorflow_checkpoint(args.path):
         from ocf.tensorflow.show import inspect_tensorflow
 
         return inspect_tensorflow(args.path, tensor=args.tensor, show_all=args.all,
@@ -57,8 +48,8 @@ def inspect(args: argparse.Namespace) -> int:
         for key, info in reader.items():
             sliced = f" ({len(info.pieces)} slices)" if info.pieces else ""
             rows.append((key, info.dtype.name, str(list(info.shape)),
-                         _size(info.stored_length), info.codec_name + sliced))
-        print(_table(rows))
+                         format_size(info.stored_length), info.codec_name + sliced))
+        print(format_table(rows))
         if args.all:
             for key in reader:
                 print(f"\ntensor_name: {key}")
@@ -146,7 +137,7 @@ def verify(args: argparse.Namespace) -> int:
     with Reader(args.path) as reader:
         reader.verify_all()
         total = sum(info.stored_length for info in reader.values())
-        print(f"OK: {reader.path}: {len(reader)} tensors, {_size(total)} checked")
+        print(f"OK: {reader.path}: {len(reader)} tensors, {format_size(total)} checked")
     return 0
 
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, cast
 
-from ocf.container import INDEX_FILE_NAME, PREAMBLE_MAGIC
 from ocf.errors import InvalidError, NotFoundError, OCFError
+from ocf.sources import is_ocf_checkpoint, is_tensorflow_checkpoint
 
 OCF = "ocf"
 
@@ -52,39 +52,17 @@ class Format:
         return cast(FormatModule, importlib.import_module(self.module))
 
 
-def _starts_with(path: Path, magic: bytes) -> bool:
-    try:
-        with path.open("rb") as f:
-            return f.read(len(magic)) == magic
-    except OSError:
-        return False
-
-
-def _is_ocf(path: Path) -> bool:
-    if path.is_dir():
-        return (path / INDEX_FILE_NAME).is_file()
-    return path.is_file() and _starts_with(path, PREAMBLE_MAGIC)
-
-
 def _has_suffix(*suffixes: str) -> Callable[[Path], bool]:
     return lambda path: path.is_file() and path.suffix.lower() in suffixes
 
 
-def _is_tensorflow(path: Path) -> bool:
-    """A TensorFlow prefix (PREFIX.index exists), PREFIX.index, or a directory with
-    TensorFlow's ``checkpoint`` state file. The check imports no TensorFlow."""
-    from ocf.tensorflow.bundle_reader import is_tf_checkpoint
-
-    return is_tf_checkpoint(path)
-
-
 # Checked in order; the first whose detect() accepts a source wins.
 FORMATS: list[Format] = [
-    Format(OCF, _is_ocf, (".ocf",), None),
+    Format(OCF, is_ocf_checkpoint, (".ocf",), None),
     Format("safetensors", _has_suffix(".safetensors"), (".safetensors",),
            "ocf.formats.safetensors"),
     Format("npz", _has_suffix(".npz"), (".npz",), "ocf.formats.npz"),
-    Format("tensorflow", _is_tensorflow, (), "ocf.tensorflow.convert"),
+    Format("tensorflow", is_tensorflow_checkpoint, (), "ocf.tensorflow.convert"),
 ]
 
 

@@ -124,11 +124,27 @@ def is_ocf_checkpoint(path: str | os.PathLike[str]) -> bool:
     target = Path(path)
     if target.is_dir():
         return (target / INDEX_FILE_NAME).is_file()
+    if not target.is_file():  # opening a FIFO to peek at it would block
+        return False
     try:
         with target.open("rb") as f:
             return f.read(len(PREAMBLE_MAGIC)) == PREAMBLE_MAGIC
     except OSError:
         return False
+
+
+def is_tensorflow_checkpoint(path: str | os.PathLike[str]) -> bool:
+    """Whether local ``path`` is a TensorFlow checkpoint and not an OCF one.
+
+    A TensorFlow prefix (``PREFIX.index`` exists), ``PREFIX.index`` itself, or
+    a directory holding TensorFlow's ``checkpoint`` state file. Imports no
+    TensorFlow; URLs are never TensorFlow checkpoints here.
+    """
+    if url_scheme(path) is not None or is_ocf_checkpoint(path):
+        return False
+    from ocf.tensorflow.bundle_reader import is_tf_checkpoint
+
+    return is_tf_checkpoint(path)
 
 
 def open_source(path: str | os.PathLike[str], *, verify: bool = True,
@@ -137,10 +153,9 @@ def open_source(path: str | os.PathLike[str], *, verify: bool = True,
 
     ``storage_options`` go to fsspec when ``path`` is a URL (``s3://...``).
     """
-    if url_scheme(path) is None and not is_ocf_checkpoint(path):
-        from ocf.tensorflow.source import TFSource, is_tf_checkpoint
+    if is_tensorflow_checkpoint(path):
+        from ocf.tensorflow.source import TFSource
 
-        if is_tf_checkpoint(path):
-            return TFSource(path, verify=verify)
+        return TFSource(path, verify=verify)
     # Also when nothing is there: the OCF reader reports what is missing.
     return OCFSource(Reader(path, verify=verify, storage_options=storage_options))

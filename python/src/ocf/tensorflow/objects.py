@@ -37,7 +37,7 @@ file would.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import cast
 
 from google.protobuf.message import DecodeError
@@ -272,23 +272,13 @@ def tf_graph(graph: ObjectGraph, keys: Mapping[str, str]) -> TrackableObjectGrap
 
 
 def _fill_tf_node(i: int, node: Node, stored: TFObject, keys: Mapping[str, str]) -> None:
-    seen: set[str] = set()
-    for name, child in node.children.items():
-        local = to_tf_name(name)
-        if local in seen:
-            raise InvalidError(f"node {i}: edges {name!r} and another both become the "
-                               f"TensorFlow name {local!r}")
-        seen.add(local)
+    locals_ = _tf_names(i, node.children, to_tf_name, "edges", "name")
+    for local, child in zip(locals_, node.children.values()):
         stored.children.add(node_id=child, local_name=local)
     full_names = node.metadata.get(FULL_NAMES)
     full = full_names if isinstance(full_names, dict) else {}
-    seen.clear()
-    for name, key in node.attributes.items():
-        tf_name = to_tf_attribute(name)
-        if tf_name in seen:
-            raise InvalidError(f"node {i}: attributes {name!r} and another both become the "
-                               f"TensorFlow attribute {tf_name!r}")
-        seen.add(tf_name)
+    tf_names = _tf_names(i, node.attributes, to_tf_attribute, "attributes", "attribute")
+    for tf_name, (name, key) in zip(tf_names, node.attributes.items()):
         full_name = full.get(name)
         stored.attributes.add(name=tf_name, checkpoint_key=keys[key],
                               full_name=full_name if isinstance(full_name, str) else "")
@@ -300,6 +290,19 @@ def _fill_tf_node(i: int, node: Node, stored: TFObject, keys: Mapping[str, str])
     if isinstance(saver, dict):
         stored.registered_saver.name = str(saver.get("name", ""))
         stored.registered_saver.object_name = str(saver.get("object_name", ""))
+
+
+def _tf_names(i: int, names: Iterable[str], convert: Callable[[str], str], plural: str,
+              singular: str) -> list[str]:
+    """TensorFlow's names for ``names`` of node ``i``, refusing two that become one."""
+    converted: dict[str, str] = {}
+    for name in names:
+        tf_name = convert(name)
+        if tf_name in converted:
+            raise InvalidError(f"node {i}: {plural} {name!r} and {converted[tf_name]!r} both "
+                               f"become the TensorFlow {singular} {tf_name!r}")
+        converted[tf_name] = name
+    return list(converted)
 
 
 def _mark_values(graph: TrackableObjectGraph) -> None:
