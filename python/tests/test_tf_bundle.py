@@ -1352,3 +1352,54 @@ def test_finish_fsyncs_files_and_directory_and_removes_the_old_index_first(
     assert synced_between(directory, published, len(calls))
     for i, (temp, _) in [*data, (published, renames[-1][1])]:
         assert synced_between(temp, -1, i), temp  # every file is durable before its rename
+
+
+# -- file kinds: a reader must never block on, or read forever from, a non-file --
+
+
+def _small_bundle(tmp_path: Path) -> str:
+    prefix = str(tmp_path / "ckpt")
+    with BundleWriter(prefix) as writer:
+        writer.add("w", np.arange(6, dtype=np.float32))
+    return prefix
+
+
+def _replace_with_fifo(path: str) -> None:
+    os.remove(path)
+    os.mkfifo(path)
+
+
+def _run_with_deadline(code: str) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a child: a reader that blocks is killed and shows as a timeout."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
+@pytest.mark.parametrize("target", ["index", "data", "state"])
+def test_fifo_in_a_tensorflow_checkpoint_is_refused_without_blocking(
+    tmp_path: Path, target: str
+) -> None:
+    prefix = _small_bundle(tmp_path)
+    write_checkpoint_state(tmp_path, prefix, [])
+    path = {"index": prefix + ".index", "data": prefix + ".data-00000-of-00001",
+            "state": str(tmp_path / "checkpoint")}[target]
+    _replace_with_fifo(path)
+    opener = {"index": f"BundleReader({prefix!r})",
+              "data": f"BundleReader({prefix!r}).read('w')",
+              "state": f"read_checkpoint_state({str(tmp_path)!r})"}[target]
+    result = _run_with_deadline(
+        "from ocf.errors import NotFoundError\n"
+        "from ocf.tensorflow import BundleReader, read_checkpoint_state\n"
+        f"try:\n    {opener}\nexcept NotFoundError as exc:\n    print(exc)\n")
+    assert result.returncode == 0, result.stderr
+    assert "not a regular file" in result.stdout
+    assert os.path.basename(path) in result.stdout
+
+
+def test_data_file_linked_to_a_device_is_refused(tmp_path: Path) -> None:
+    prefix = _small_bundle(tmp_path)
+    data = prefix + ".data-00000-of-00001"
+    os.remove(data)
+    os.symlink("/dev/zero", data)
+    with BundleReader(prefix) as reader, pytest.raises(NotFoundError, match="not a regular"):
+        reader.read("w")

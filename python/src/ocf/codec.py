@@ -72,28 +72,72 @@ def decode_zstd(stored: memoryview | bytes, raw_length: int, itemsize: int) -> n
 
     ``itemsize`` > 1 undoes a byte shuffle. Raises MalformedError for anything
     but exactly one complete frame decoding to exactly ``raw_length`` bytes.
+    The output is bounded by ``raw_length`` before any byte is decoded: a
+    frame without a content size that would expand past it fails at that
+    point, never after decoding the rest [R-CODEC-001].
     """
     try:
         declared = zstandard.frame_content_size(stored)
     except zstandard.ZstdError:
-        declared = -1  # no readable frame header; decompression reports it below
+        declared = -1  # no readable frame header; _frame_length reports it below
     if declared not in (-1, raw_length):
         raise MalformedError(
             f"zstd frame declares {declared} bytes, the index {raw_length}",
             requirement="R-CODEC-001",
         )
-    decompressor = zstandard.ZstdDecompressor().decompressobj()
-    try:
-        out = decompressor.decompress(stored)
-    except zstandard.ZstdError as exc:
-        raise MalformedError(f"undecodable zstd frame: {exc}", requirement="R-CODEC-001") from None
-    if not decompressor.eof or decompressor.unused_data or len(out) != raw_length:
+    length = _frame_length(stored)
+    if length != len(stored):
+        what = "followed by extra bytes" if length < len(stored) else "(incomplete frame)"
         raise MalformedError(
-            f"zstd chunk decodes to {len(out)} bytes"
-            f"{'' if decompressor.eof else ' (incomplete frame)'}"
-            f"{' followed by extra bytes' if decompressor.unused_data else ''}, "
-            f"expected one frame of {raw_length} bytes",
+            f"zstd chunk of {len(stored)} bytes holds a frame of {length} bytes {what}, "
+            "expected exactly one frame", requirement="R-CODEC-001")
+    try:
+        # With no content size in the frame, the output buffer is max_output_size
+        # bytes and decoding fails once the frame would outgrow it.
+        out = zstandard.ZstdDecompressor().decompress(stored, max_output_size=max(raw_length, 1))
+    except zstandard.ZstdError as exc:
+        raise MalformedError(
+            f"undecodable zstd frame, or one that decodes to more than the {raw_length} "
+            f"bytes expected: {exc}", requirement="R-CODEC-001") from None
+    if len(out) != raw_length:
+        raise MalformedError(
+            f"zstd chunk decodes to {len(out)} bytes, expected one frame of {raw_length} bytes",
             requirement="R-CODEC-001",
         )
     raw = np.frombuffer(out, dtype=np.uint8)
     return unshuffle(raw, itemsize) if itemsize > 1 else raw
+
+
+_FRAME_MAGIC = b"\x28\xb5\x2f\xfd"
+_BLOCK_RLE = 1
+_BLOCK_RESERVED = 3
+_CHECKSUM_FLAG = 0x04  # Content_Checksum_flag of the frame header descriptor
+
+
+def _frame_length(stored: memoryview | bytes) -> int:
+    """The length in bytes of the zstd frame that starts ``stored``.
+
+    Found by walking the block headers (RFC 8878, section 3.1.1), which costs
+    nothing next to decoding and tells exactly where the frame ends, so that
+    bytes after it are refused without decoding them.
+    """
+    view = memoryview(stored)
+    if bytes(view[:4]) != _FRAME_MAGIC:
+        raise MalformedError("not a zstd frame: it does not start with the zstd magic number",
+                             requirement="R-CODEC-001")
+    try:
+        pos = zstandard.frame_header_size(view)
+    except zstandard.ZstdError as exc:
+        raise MalformedError(f"not a zstd frame: {exc}", requirement="R-CODEC-001") from None
+    while True:
+        if pos + 3 > len(view):
+            raise MalformedError("incomplete zstd frame: it ends inside a block header",
+                                 requirement="R-CODEC-001")
+        header = int.from_bytes(view[pos:pos + 3], "little")
+        kind, size = (header >> 1) & 3, header >> 3
+        if kind == _BLOCK_RESERVED:
+            raise MalformedError("zstd block of the reserved type 3", requirement="R-CODEC-001")
+        pos += 3 + (1 if kind == _BLOCK_RLE else size)
+        if header & 1:  # Last_Block
+            break
+    return pos + (4 if view[4] & _CHECKSUM_FLAG else 0)

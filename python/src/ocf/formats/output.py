@@ -11,16 +11,15 @@ say) is made to name it.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
-import stat
 import tempfile
 import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from ocf.errors import NotFoundError, OCFError
+from ocf.errors import OCFError
+from ocf.storage.local import open_regular
 
 
 @contextlib.contextmanager
@@ -58,21 +57,5 @@ def with_path(exc: OCFError, path: str | os.PathLike[str], key: str | None = Non
 
 
 def open_source(path: str) -> BinaryIO:
-    """The regular file ``path`` open for reading; NotFoundError when there is none.
-
-    O_NONBLOCK: a FIFO at ``path`` must not hang the converter. Other
-    failures (permissions, I/O) are the environment's and propagate.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
-        raise NotFoundError(f"cannot open the file to convert: {exc.strerror}",
-                            path=path) from None
-    except OSError as exc:
-        if exc.errno != errno.ELOOP:
-            raise
-        raise NotFoundError("the file to convert is a symbolic link loop", path=path) from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise NotFoundError("the file to convert is not a regular file", path=path)
-    return os.fdopen(fd, "rb")
+    """The regular file ``path`` open for reading; NotFoundError when there is none."""
+    return open_regular(path, "file to convert")

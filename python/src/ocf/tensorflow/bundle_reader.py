@@ -39,6 +39,7 @@ from ocf.errors import (
     NotFoundError,
     UnknownRequiredFeatureError,
 )
+from ocf.storage.local import open_regular
 from ocf.tensorflow import dtypes, sstable, strings
 from ocf.tensorflow.encoding import masked_crc32c
 from ocf.tensorflow.entries import BundleHeader, TFEntry, decode_entry, decode_header
@@ -86,17 +87,14 @@ class BundleReader:
         self._entries: dict[str, TFEntry] = {}
 
     def _read_index(self) -> bytes:
-        try:
-            with open(self.index_path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                if size > MAX_INDEX_FILE_BYTES:
-                    raise LimitExceededError(
-                        f"index of {size} bytes exceeds the limit of {MAX_INDEX_FILE_BYTES}",
-                        path=self.index_path,
-                    )
-                data = f.read()
-        except FileNotFoundError:
-            raise NotFoundError("no TensorFlow checkpoint index", path=self.index_path) from None
+        with open_regular(self.index_path, "TensorFlow checkpoint index") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > MAX_INDEX_FILE_BYTES:
+                raise LimitExceededError(
+                    f"index of {size} bytes exceeds the limit of {MAX_INDEX_FILE_BYTES}",
+                    path=self.index_path,
+                )
+            data = f.read()
         self.bytes_read += len(data)
         return data
 
@@ -280,10 +278,7 @@ class BundleReader:
         opened = self._files.get(shard)
         if opened is None:
             path = data_filename(self.prefix, shard, self.header.num_shards)
-            try:
-                handle = open(path, "rb")  # noqa: SIM115 - kept open until close()
-            except FileNotFoundError:
-                raise NotFoundError("missing data file", path=path, key=key) from None
+            handle = open_regular(path, "TensorFlow data file", key=key)  # closed by close()
             opened = (handle, os.fstat(handle.fileno()).st_size)
             self._files[shard] = opened
         return opened

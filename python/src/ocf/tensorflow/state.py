@@ -16,7 +16,8 @@ from collections.abc import Sequence
 
 from google.protobuf import text_format
 
-from ocf.errors import LimitExceededError, MalformedError, NotFoundError
+from ocf.errors import LimitExceededError, MalformedError
+from ocf.storage.local import open_regular
 from ocf.tensorflow.v1 import checkpoint_state_pb2
 
 STATE_FILENAME = "checkpoint"
@@ -37,11 +38,8 @@ def read_checkpoint_state(directory: str | os.PathLike[str]) -> tuple[str, list[
 
 
 def _parse(path: str) -> checkpoint_state_pb2.CheckpointState:
-    try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_STATE_BYTES + 1)
-    except FileNotFoundError:
-        raise NotFoundError("no TensorFlow checkpoint state file", path=path) from None
+    with open_regular(path, "TensorFlow checkpoint state file") as f:
+        data = f.read(MAX_STATE_BYTES + 1)
     if len(data) > MAX_STATE_BYTES:
         raise LimitExceededError(f"state file exceeds {MAX_STATE_BYTES} bytes", path=path)
     state = checkpoint_state_pb2.CheckpointState()
