@@ -15,9 +15,11 @@ echo "== ruff"
 "$py" -m ruff check python conformance spec/examples
 echo "== mypy (strict)"
 (cd python && "$py" -m mypy)
+echo "== import contracts (the layers import only downward)"
+(cd python && "$root/.venv/bin/lint-imports" --no-cache)
 echo "== pytest"
 status=0
-"$py" -m pytest python/tests "$@" || status=$?
+"$py" -m pytest python/tests --durations=25 "$@" || status=$?
 if [ "$status" -eq 5 ]; then
   echo "pytest collected no tests: failing" >&2
   exit 1

@@ -793,7 +793,7 @@ def writer_built(suite: Suite) -> None:
                "small shards: index.ocf and one shard file per tensor.",
                files=in_directory(files), input=DIRECTORY, expect=expect(entries, {}))
 
-    from ocf.graph import Node, SlotRef
+    from ocf.format.object_graph import Node, SlotRef
     nodes = example_graph()
     entries = {key: ("float32", [2], struct.pack("<2f", n, 0.5))
                for n, node in enumerate(nodes) for _, key in node.get("attributes", [])}

@@ -10,7 +10,7 @@ The form (see python/src/ocf/conformance/semantics.py):
   (decimal string), float (``float.hex()``), string, bytes (base64), list and
   map;
 - the object graph is keyed by canonical path (spec/objects.md, and the
-  reference implementation's ocf/graph.py, which the spec text follows).
+  reference implementation's ocf/format/object_graph.py, which the spec text follows).
 
 This module reimplements the dtype table, the byte-string layout and the
 canonical path algorithm from the specification; it shares no code with the

@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 import ocf
-from ocf.async_save import SaveHandle, release_staging_memory
+from ocf.format.async_save import SaveHandle, release_staging_memory
 
 MiB = 1 << 20
 TESTS_DIR = Path(__file__).resolve().parents[1] / "tests"

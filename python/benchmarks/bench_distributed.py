@@ -3,23 +3,23 @@
     .venv/bin/python python/benchmarks/bench_distributed.py [--quick] [--dir DIR]
                                                            [--json PATH]
 
-A checkpoint is saved by 4 writers (ocf.parts: each writes its quarter of
+A checkpoint is saved by 4 writers (ocf.distributed.parts: each writes its quarter of
 the rows of every tensor, then one merge); it is then loaded by 2 and by 3
 readers that split the same tensors differently: by rows (the usual
 change of world size), by columns, and by rows of a checkpoint saved by
 columns. Each reader asks only for its region (ocf.Reader.get_slice, as
-ocf.torch.distributed.load does) and the reader counts the stored bytes it
+ocf.distributed.torch.load does) and the reader counts the stored bytes it
 read, whole chunks, since every chunk read is checksummed. The table gives,
 per layout, the sum over readers of bytes read and bytes needed and their
 ratio (target: at most 1.1). A Markdown report goes to stdout.
 
-Layouts: uncompressed with 64 KiB chunks (what ocf.torch.distributed.save
+Layouts: uncompressed with 64 KiB chunks (what ocf.distributed.torch.save
 writes unless told otherwise), uncompressed with the writer's default 1 MiB
 chunks, zstd with 1 MiB chunks (bytes read are then compressed bytes, needed
 bytes raw, so the ratio can fall below 1).
 
-Tiled layouts (``tile_bytes``, ocf.parts.tiling): each writer stores its box
-as a grid of tiles, each a slice; the default of ocf.torch.distributed.save
+Tiled layouts (``tile_bytes``, ocf.distributed.parts.tiling): each writer stores its box
+as a grid of tiles, each a slice; the default of ocf.distributed.torch.save
 (16 KiB tiles, 64 KiB chunks), then the same in zstd. They are also saved by
 an uneven partition ("rows, uneven", "columns, uneven": runs of unequal
 lengths ending on odd offsets, aligned with no tile line).
@@ -50,8 +50,8 @@ from pathlib import Path
 import numpy as np
 
 import ocf
-from ocf.parts import PartWriter, merge_parts, new_save_id
-from ocf.torch.distributed import RESHARD_CHUNK_SIZE, RESHARD_TILE_BYTES
+from ocf.distributed.parts import PartWriter, merge_parts, new_save_id
+from ocf.distributed.torch import RESHARD_CHUNK_SIZE, RESHARD_TILE_BYTES
 
 MiB = 1 << 20
 WRITERS = 4
@@ -162,7 +162,8 @@ def report(rows: list[Row], quick: bool) -> str:
         "# Resharded load: bytes read against bytes needed",
         "",
         f"{total / MiB:.0f} MiB in 3 float32 tensors, saved by {WRITERS} writers "
-        f"(ocf.parts) and loaded by 2 and 3 readers; Python {platform.python_version()}, "
+        f"(ocf.distributed.parts) and loaded by 2 and 3 readers; "
+        f"Python {platform.python_version()}, "
         f"NumPy {np.__version__}, {platform.machine()}.",
         "",
         "| layout | saved by | loaded by | readers | needed MiB | read MiB | read / needed |",

@@ -1,4 +1,4 @@
-"""One rank of the multi-process tests of ocf.torch.distributed (test_distributed_torch.py).
+"""One rank of the multi-process tests of ocf.distributed.torch (test_distributed_torch.py).
 
 Run as ``python distributed_worker.py '<json job>'`` with RANK, WORLD_SIZE and
 OCF_TEST_INIT (a tcp:// URL) in the environment; joins a gloo process group
@@ -33,8 +33,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from ocf.parts import Slice
-from ocf.torch import distributed
+from ocf.distributed import torch as distributed
+from ocf.distributed.parts import Slice
 
 SLICED = ("model/w", "model/emb", "opt/m")  # partitioned by rows across the savers
 OWNED = {"step": 0, "rank1/bias": 1, "rank3/counts": 3}  # whole, written by one rank

@@ -1,4 +1,4 @@
-"""Asynchronous saves (ocf.async_save): snapshot at the call, write in the background.
+"""Asynchronous saves (ocf.format.async_save): snapshot at the call, write in the background.
 
 Real threads, real files, a real SIGKILL. Expected values are copies the
 test makes itself before handing the arrays over.
@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 import ocf
-from ocf import async_save
-from ocf.async_save import then, wait_for_pending
+from ocf.format import async_save
+from ocf.format.async_save import then, wait_for_pending
 
 TESTS_DIR = Path(__file__).resolve().parent
 

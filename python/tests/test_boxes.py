@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ocf.slicing import boxes_tile
+from ocf.format.slicing import boxes_tile
 
 
 @st.composite

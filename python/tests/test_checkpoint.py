@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import ocf
-from ocf.graph import Node
+from ocf.format.object_graph import Node
 
 
 class Dense(ocf.Module):

@@ -97,7 +97,7 @@ def test_tree_draws_edges_slots_and_tensors(tmp_path: Path) -> None:
         "│   └── w -> (shared: again)",
         "├── again  ocf.Variable",
         "│   └── .value: float32 [2, 3]",
-        "└── optimizer  ocf.tracking.Module",
+        "└── optimizer  ocf.objects.tracking.Module",
     ]
 
 

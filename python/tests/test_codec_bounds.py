@@ -17,13 +17,13 @@ import textwrap
 import pytest
 import zstandard
 
-from ocf.codec import decode_zstd
-from ocf.errors import MalformedError
+from ocf.format.codec import decode_zstd
+from ocf.format.errors import MalformedError
 
 _CAPPED_CHILD = textwrap.dedent("""
     import resource, sys, zstandard
     import ocf
-    from ocf.codec import decode_zstd
+    from ocf.format.codec import decode_zstd
     bomb = zstandard.ZstdCompressor(write_content_size=False).compress(b"\\0" * (1 << 30))
     with open("/proc/self/statm") as f:
         pages = int(f.read().split()[0])

@@ -29,11 +29,11 @@ import numpy as np
 import pytest
 
 import ocf
-from ocf import dtypes
 from ocf.conformance.semantics import describe
-from ocf.errors import OCFError
-from ocf.graph import Node, SlotRef
-from ocf.parts import merge_parts
+from ocf.distributed.parts import merge_parts
+from ocf.format import dtypes
+from ocf.format.errors import OCFError
+from ocf.format.object_graph import Node, SlotRef
 
 REPO = Path(__file__).resolve().parents[2]
 CONFORMANCE = REPO / "conformance"

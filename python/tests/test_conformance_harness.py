@@ -23,8 +23,8 @@ import pytest
 
 import ocf
 from ocf.conformance import adapter, compare, harness, semantics, source
-from ocf.metadata import MetadataValue
-from ocf.raw import encode_strings
+from ocf.format.metadata import MetadataValue
+from ocf.format.raw import encode_strings
 
 REPO = Path(__file__).resolve().parents[2]
 SKIP_ALL = REPO / "conformance" / "adapters" / "skip_all.sh"

@@ -65,14 +65,14 @@ class Run:
 
 
 def harness(workdir: Path, *options: str, bug: str | None = None) -> Run:
-    """Run ``python -m ocf.cli conformance`` on the real suite in a subprocess."""
+    """Run ``python -m ocf conformance`` on the real suite in a subprocess."""
     workdir.mkdir(parents=True, exist_ok=True)
     jsonl = workdir / "results.jsonl"
     env = {k: v for k, v in os.environ.items() if k != BUG_ENV}
     if bug is not None:
         env[BUG_ENV] = bug
     done = subprocess.run(
-        [sys.executable, "-m", "ocf.cli", "conformance", "--cases", str(CASES),
+        [sys.executable, "-m", "ocf", "conformance", "--cases", str(CASES),
          "--jsonl", str(jsonl), *options],
         capture_output=True, text=True, env=env, timeout=TIMEOUT, check=False)
     records = ([json.loads(line) for line in jsonl.read_text(encoding="utf-8").splitlines()]

@@ -1,4 +1,4 @@
-"""ocf.torch.distributed with real processes: a gloo process group on loopback.
+"""ocf.distributed.torch with real processes: a gloo process group on loopback.
 
 4 ranks save one checkpoint (row slices of some tensors, whole tensors owned
 by single ranks), 2 and 3 ranks load it back by rows and by columns, and a
@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 import ocf
-from ocf.parts import merge_parts
+from ocf.distributed.parts import merge_parts
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -227,7 +227,7 @@ def test_rank_killed_mid_save_commits_nothing_and_the_previous_checkpoint_stays_
 
 
 def test_region_of_matches_numpy_array_split() -> None:
-    from ocf.torch.distributed import region_of
+    from ocf.distributed.torch import region_of
 
     for size in (0, 1, 5, 37):
         for parts in (1, 2, 3, 4, 7):

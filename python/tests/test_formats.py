@@ -24,12 +24,12 @@ import safetensors.torch as st_torch
 import torch
 
 import ocf
-from ocf.convert import FORMATS, convert
 from ocf.formats import npz, safetensors
+from ocf.formats.registry import FORMATS, convert
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ocf.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "ocf", *args], capture_output=True,
                           text=True, check=False)
 
 
@@ -391,7 +391,7 @@ NPZ_HOSTILE: dict[str, tuple[Callable[[], bytearray], type[ocf.OCFError], str]] 
                        ocf.MalformedError, "non-negative integers"),
     "bool in shape": (lambda: archive({"a.npy": npy(shape=(True,))}), ocf.MalformedError,
                       "non-negative integers"),
-    # dtypes OCF has no equivalent for: refused by ocf.dtypes, named here with the file
+    # dtypes OCF has no equivalent for: refused by ocf.format.dtypes, named here with the file
     "datetime dtype": (lambda: archive({"a.npy": npy("<M8[s]", data=bytes(8))}),
                        ocf.InvalidError, "no OCF equivalent"),
     "void dtype": (lambda: archive({"a.npy": npy("|V4")}), ocf.InvalidError,

@@ -35,9 +35,9 @@ import pytest
 from s3server import S3Server
 
 import ocf
-from ocf.async_save import then
-from ocf.container import INDEX_FILE_NAME
-from ocf.manager import (
+from ocf.format.async_save import then
+from ocf.format.container import INDEX_FILE_NAME
+from ocf.objects.manager import (
     MAX_STATE_BYTES,
     STATE_FILE_NAME,
     CheckpointState,

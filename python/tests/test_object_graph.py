@@ -1,7 +1,7 @@
 """The object graph of spec/objects.md: checks, canonical paths and keys [R-GRAPH-001..007].
 
 The expected paths and keys below are copied from the text of spec/objects.md
-(its worked example and its algorithm), not from running ocf.graph. Graphs
+(its worked example and its algorithm), not from running ocf.format.object_graph. Graphs
 that break a rule are built by hand as ``ocf.v1.ObjectGraph`` messages;
 checkpoints with a graph a writer would refuse are built byte by byte with
 tests/helpers.py.
@@ -30,9 +30,9 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 import ocf
-from ocf import graph
-from ocf.errors import InvalidError, LimitExceededError
-from ocf.graph import (
+from ocf.format import object_graph as graph
+from ocf.format.errors import InvalidError, LimitExceededError
+from ocf.format.object_graph import (
     UNREACHED,
     Node,
     Origin,
@@ -757,7 +757,7 @@ def expected_failure(message: object_graph_pb2.ObjectGraph, keys: Mapping[str, o
                      ) -> str | None:
     """The requirement the first failing check cites, in the spec's order G1..G4.
 
-    Written from spec/objects.md, "Order of checks", independently of ocf.graph;
+    Written from spec/objects.md, "Order of checks", independently of ocf.format.object_graph;
     the random graphs carry no metadata and stay far below the node limit.
     """
     n = len(message.nodes)

@@ -21,8 +21,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ocf
-from ocf.graph import Node
-from ocf.parts import PartWriter, Slice, merge_parts, new_save_id, part_file_name, write_part
+from ocf.distributed.parts import (
+    PartWriter,
+    Slice,
+    merge_parts,
+    new_save_id,
+    part_file_name,
+    write_part,
+)
+from ocf.format.object_graph import Node
 from ocf.v1 import index_pb2
 
 SAVE = "00112233445566aa"
@@ -388,8 +395,8 @@ def test_rules_of_part_files_are_checked_before_the_identity(tmp_path: Path) -> 
 
 
 def test_cleanup_never_deletes_a_name_the_committed_index_references(tmp_path: Path) -> None:
-    from ocf.commit import leftover_names
-    from ocf.parts.merging import remove_leftovers
+    from ocf.distributed.parts.merging import remove_leftovers
+    from ocf.format.commit import leftover_names
 
     names = [part_file_name(SAVE, 0), part_file_name(SAVE, 1), ".x.ocf-tmp-1", ".y.ocf-tmp-2",
              "data-0123456789abcdef-00000.ocfd", "data-0123456789abcdef-00001.ocfd",
@@ -404,12 +411,12 @@ def test_cleanup_never_deletes_a_name_the_committed_index_references(tmp_path: P
 
 
 def test_parts_use_only_public_names_of_other_modules() -> None:
-    # ocf.parts builds on ocf.Writer's documented extension points, not its internals.
+    # ocf.distributed.parts builds on ocf.Writer's documented extension points, not its internals.
     import ast
 
-    import ocf.parts
+    import ocf.distributed.parts
 
-    for source in Path(ocf.parts.__file__).parent.glob("*.py"):
+    for source in Path(ocf.distributed.parts.__file__).parent.glob("*.py"):
         tree = ast.parse(source.read_text(encoding="utf-8"))
         own = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
                and isinstance(node.ctx, ast.Store)}

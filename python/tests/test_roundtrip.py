@@ -219,6 +219,6 @@ def test_any_array_round_trips_bit_exactly(tmp_path_factory: pytest.TempPathFact
 
 
 def test_every_dtype_fixture_covers_the_whole_dtype_table() -> None:
-    from ocf.dtypes import TABLE
+    from ocf.format.dtypes import TABLE
 
     assert {row.name for row in TABLE} == set(every_dtype())

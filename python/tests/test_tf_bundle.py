@@ -30,7 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tf_support import GENERATED, QUANTIZED, SUB_BYTE, framed, table, varint
 
-from ocf.errors import (
+from ocf.format.errors import (
     IntegrityError,
     InvalidError,
     LimitExceededError,
@@ -1388,7 +1388,7 @@ def test_fifo_in_a_tensorflow_checkpoint_is_refused_without_blocking(
               "data": f"BundleReader({prefix!r}).read('w')",
               "state": f"read_checkpoint_state({str(tmp_path)!r})"}[target]
     result = _run_with_deadline(
-        "from ocf.errors import NotFoundError\n"
+        "from ocf.format.errors import NotFoundError\n"
         "from ocf.tensorflow import BundleReader, read_checkpoint_state\n"
         f"try:\n    {opener}\nexcept NotFoundError as exc:\n    print(exc)\n")
     assert result.returncode == 0, result.stderr

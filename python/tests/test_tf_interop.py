@@ -33,14 +33,14 @@ import tf_support
 from tf_scenarios import BIG_INDEX_KEYS, DICT_KEYS, KERAS_INPUT, SHARD_LIMIT, decode
 
 import ocf
-from ocf.errors import (
+from ocf.format.errors import (
     IntegrityError,
     InvalidError,
     MalformedError,
     NotFoundError,
 )
+from ocf.formats.tensorflow import from_ocf, to_ocf
 from ocf.tensorflow import BundleReader, BundleWriter
-from ocf.tensorflow.convert import from_ocf, to_ocf
 from ocf.tensorflow.objects import to_ocf_attribute, to_ocf_name, to_tf_attribute, to_tf_name
 from ocf.tensorflow.source import TFSource
 from ocf.tensorflow.v1.trackable_object_graph_pb2 import TrackableObjectGraph
@@ -658,7 +658,7 @@ class NoTensorFlow(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, NoTensorFlow())
 import numpy as np
 import ocf
-from ocf.tensorflow.convert import from_ocf, to_ocf
+from ocf.formats.tensorflow import from_ocf, to_ocf
 from ocf.tensorflow import BundleReader
 from tf_scenarios import decode
 
@@ -798,7 +798,7 @@ def test_graph_that_is_not_a_protobuf_is_malformed(tmp_path: Path) -> None:
 
 
 def ocf_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ocf.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "ocf", *args], capture_output=True,
                           text=True, check=False)
 
 

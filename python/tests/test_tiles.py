@@ -1,4 +1,4 @@
-"""Tiled parts (ocf.parts, ``tile_bytes``): boxes stored as grids of tiles, each a slice.
+"""Tiled parts (ocf.distributed.parts, ``tile_bytes``): boxes stored as grids of tiles.
 
 Expected arrays come from NumPy on the inputs; bytes read are the reader's
 own count of stored bytes (whole chunks, each checksummed).
@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ocf
-from ocf.parts import PartWriter, Slice, merge_parts, new_save_id, write_part
-from ocf.parts.tiling import MAX_GRID_TILES, TILE_BUDGET, tile_shape, tiles_of
-from ocf.slicing import boxes_tile
+from ocf.distributed.parts import PartWriter, Slice, merge_parts, new_save_id, write_part
+from ocf.distributed.parts.tiling import MAX_GRID_TILES, TILE_BUDGET, tile_shape, tiles_of
+from ocf.format.slicing import boxes_tile
 
 SAVE = "00112233445566aa"
 

@@ -6,11 +6,11 @@ package is one implementation of it.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
-from ocf.async_save import SaveHandle
-from ocf.checkpoint import Checkpoint
-from ocf.errors import (
+# Registers TensorFlow checkpoints as a format that restoring and loading by name read.
+from ocf import tensorflow as _tensorflow  # noqa: F401
+from ocf._version import __version__
+from ocf.format.async_save import SaveHandle
+from ocf.format.errors import (
     Category,
     IntegrityError,
     InvalidError,
@@ -21,14 +21,15 @@ from ocf.errors import (
     UnknownRequiredFeatureError,
     UnsupportedVersionError,
 )
-from ocf.files import load_file, open, save_file
-from ocf.manager import CheckpointManager, latest_checkpoint
-from ocf.reader import Reader
-from ocf.restoring import RestoreMismatchError, RestoreStatus, restore
-from ocf.saver import Saver, list_variables, load_variable
-from ocf.saving import write
-from ocf.tracking import Module, Variable
-from ocf.writer import Writer
+from ocf.format.reader import Reader
+from ocf.format.writer import Writer
+from ocf.numpy import load_file, open, save_file
+from ocf.objects.checkpoint import Checkpoint
+from ocf.objects.manager import CheckpointManager, latest_checkpoint
+from ocf.objects.restoring import RestoreMismatchError, RestoreStatus, restore
+from ocf.objects.saver import Saver, list_variables, load_variable
+from ocf.objects.saving import write
+from ocf.objects.tracking import Module, Variable
 
 __all__ = [
     "Category",
@@ -50,8 +51,8 @@ __all__ = [
     "open",
     "save_file",
 ]
-# Object-based checkpoints (ocf.checkpoint, ocf.tracking, ocf.restoring).
+# Object-based checkpoints (ocf.objects.checkpoint, ocf.objects.tracking, ocf.objects.restoring).
 __all__ += ["Checkpoint", "Module", "RestoreMismatchError", "RestoreStatus", "Variable",
             "restore", "write"]
-# Checkpoint management (ocf.manager); asynchronous saves (ocf.async_save).
+# Checkpoint management (ocf.objects.manager); asynchronous saves (ocf.format.async_save).
 __all__ += ["CheckpointManager", "SaveHandle", "latest_checkpoint"]

@@ -2,6 +2,6 @@
 
 import sys
 
-from ocf.cli import main
+from ocf.cli.main import main
 
 sys.exit(main())

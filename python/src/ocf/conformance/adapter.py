@@ -5,7 +5,7 @@ line on stdin and writes one JSON response per line on stdout until
 ``bye`` or end of input. Reads go through :class:`ocf.Reader` and
 :func:`ocf.conformance.semantics.describe`; writes through
 :class:`ocf.Writer` from a write case's source.json; merges through
-:func:`ocf.parts.merge_parts`.
+:func:`ocf.distributed.parts.merge_parts`.
 
 If the environment variable ``OCF_CONFORMANCE_BUG`` names a bug of
 :mod:`ocf.conformance.bugs`, that bug is applied before serving, so that
@@ -22,12 +22,12 @@ import traceback
 from pathlib import Path
 from typing import Any, TextIO
 
-from ocf import __version__
+from ocf._version import __version__
 from ocf.conformance import bugs, semantics, source
-from ocf.errors import OCFError
-from ocf.parts import merge_parts
-from ocf.reader import Reader
-from ocf.writer import Writer
+from ocf.distributed.parts import merge_parts
+from ocf.format.errors import OCFError
+from ocf.format.reader import Reader
+from ocf.format.writer import Writer
 
 PROTOCOL = 1
 Message = dict[str, Any]

@@ -12,7 +12,7 @@ written to catch the bug (:data:`CAUGHT_BY`) fail.
 Each bug imitates a mistake a real implementation could make; its
 docstring says which, and which requirement it breaks. A bug patches the
 name that its caller looks up at call time: a module global of the module
-that uses it (``ocf.reader.check_bool``, not ``ocf.raw.check_bool``, since
+that uses it (``ocf.format.reader.check_bool``, not ``ocf.format.raw.check_bool``, since
 the reader imported the name), or a method of a class. Run one by hand::
 
     OCF_CONFORMANCE_BUG=accept_overlaps ocf conformance
@@ -30,19 +30,19 @@ from types import ModuleType
 
 import numpy as np
 
-import ocf.container
-import ocf.errors
-import ocf.graph
-import ocf.index
-import ocf.metadata
-import ocf.parts.merging
-import ocf.reader
-import ocf.tables
-import ocf.writer
-from ocf import dtypes
-from ocf.checksum import crc32c
-from ocf.graph import ObjectGraph
-from ocf.model import Block, TensorInfo
+import ocf.distributed.parts.merging
+import ocf.format.container
+import ocf.format.errors
+import ocf.format.index.decoding
+import ocf.format.index.tables
+import ocf.format.metadata
+import ocf.format.object_graph
+import ocf.format.reader
+import ocf.format.writer
+from ocf.format import dtypes
+from ocf.format.checksum import crc32c
+from ocf.format.index.model import Block, TensorInfo
+from ocf.format.object_graph import ObjectGraph
 from ocf.v1 import object_graph_pb2, tensor_pb2
 
 Bug = Callable[[], None]
@@ -99,14 +99,15 @@ def off_by_one_offset() -> None:
     length prefix counted twice) [R-DATA-002]: every tensor comes back
     shifted by one byte, or the last block runs past its region.
     """
-    original = ocf.tables.Tables._block
+    original = ocf.format.index.tables.Tables._block
 
-    def shifted(self: ocf.tables.Tables, c: ocf.tables._ColumnLists, j: int) -> Block:
+    def shifted(self: ocf.format.index.tables.Tables, c: ocf.format.index.tables._ColumnLists,
+                j: int) -> Block:
         block = original(self, c, j)
         return dataclasses.replace(block, offset=block.offset + 1,
                                    chunk_starts=[s + 1 for s in block.chunk_starts])
 
-    ocf.tables.Tables._block = shifted  # type: ignore[method-assign]
+    ocf.format.index.tables.Tables._block = shifted  # type: ignore[method-assign]
 
 
 @bug("reject.crc.data-byte-changed", "reject.crc.chunk-crc-changed")
@@ -118,11 +119,11 @@ def wrong_checksum() -> None:
     [R-CRC-001]: corrupted tensor bytes are returned as if they were good.
     """
 
-    def accept(self: ocf.reader.Reader, info: TensorInfo, block: Block, chunk: int,
+    def accept(self: ocf.format.reader.Reader, info: TensorInfo, block: Block, chunk: int,
                crc: int) -> None:
         return None
 
-    ocf.reader.Reader._check_crc = accept  # type: ignore[method-assign]
+    ocf.format.reader.Reader._check_crc = accept  # type: ignore[method-assign]
 
 
 @bug("read.dtype.*", "read.codec.*")
@@ -137,8 +138,8 @@ def crc32_not_crc32c() -> None:
     def crc32(data: bytes | bytearray | memoryview, value: int = 0) -> int:
         return zlib.crc32(data, value)
 
-    _patch(ocf.reader, "crc32c", crc32)  # chunk checksums
-    _patch(ocf.container, "crc32c", crc32)  # the index checksum (read_index_bytes)
+    _patch(ocf.format.reader, "crc32c", crc32)  # chunk checksums
+    _patch(ocf.format.container, "crc32c", crc32)  # the index checksum (read_index_bytes)
 
 
 @bug("reject.file.index-crc-mismatch", "reject.file.index-byte-changed")
@@ -150,17 +151,17 @@ def ignore_index_checksum() -> None:
     reason) instead of being reported as INTEGRITY. The patched footer
     parser records the CRC of whatever index bytes the file holds.
     """
-    original = ocf.container.parse_footer
+    original = ocf.format.container.parse_footer
 
     def trusting(tail: bytes, file_size: int, path: str | os.PathLike[str]
-                 ) -> ocf.container.Footer:
+                 ) -> ocf.format.container.Footer:
         footer = original(tail, file_size, path)
         with open(path, "rb") as file:
             file.seek(footer.index_offset)
             data = file.read(footer.index_length)
         return dataclasses.replace(footer, index_crc32c=crc32c(data))
 
-    _patch(ocf.container, "parse_footer", trusting)  # read_index_bytes looks it up
+    _patch(ocf.format.container, "parse_footer", trusting)  # read_index_bytes looks it up
 
 
 # -- the container -------------------------------------------------------------
@@ -177,7 +178,7 @@ def accept_bad_magic() -> None:
     def unchecked(head: bytes, path: str | os.PathLike[str]) -> None:
         return None
 
-    _patch(ocf.container, "check_preamble", unchecked)  # the index file's, not shards'
+    _patch(ocf.format.container, "check_preamble", unchecked)  # the index file's, not shards'
 
 
 @bug("reject.version.major-2", "reject.version.major-0")
@@ -188,17 +189,17 @@ def ignore_major_version() -> None:
     [R-VER-001]: a file of format 2.x is read as if it were 1.x instead of
     being refused as UNSUPPORTED_VERSION.
     """
-    original = ocf.container.parse_footer
+    original = ocf.format.container.parse_footer
 
     def any_major(tail: bytes, file_size: int, path: str | os.PathLike[str]
-                  ) -> ocf.container.Footer:
-        if len(tail) == ocf.container.FOOTER_SIZE:
+                  ) -> ocf.format.container.Footer:
+        if len(tail) == ocf.format.container.FOOTER_SIZE:
             patched = bytearray(tail)
-            struct.pack_into("<H", patched, 20, ocf.container.FORMAT_MAJOR)
+            struct.pack_into("<H", patched, 20, ocf.format.container.FORMAT_MAJOR)
             tail = bytes(patched)
         return original(tail, file_size, path)
 
-    _patch(ocf.container, "parse_footer", any_major)
+    _patch(ocf.format.container, "parse_footer", any_major)
 
 
 # -- the index -----------------------------------------------------------------
@@ -219,7 +220,7 @@ def ignore_required_features() -> None:
     needs a capability the reader lacks is misread instead of refused with
     UNKNOWN_REQUIRED_FEATURE.
     """
-    _patch(ocf.index, "SUPPORTED_FEATURES", _EveryFeature())
+    _patch(ocf.format.index.decoding, "SUPPORTED_FEATURES", _EveryFeature())
 
 
 @bug("reject.shard.path-dot-dot-slash", "reject.shard.path-absolute")
@@ -231,7 +232,7 @@ def lax_shard_names() -> None:
     ``a/b`` escape the checkpoint (a path traversal) instead of being
     refused as INVALID.
     """
-    _patch(ocf.index, "SHARD_NAME", re.compile(r".+", re.DOTALL))
+    _patch(ocf.format.index.decoding, "SHARD_NAME", re.compile(r".+", re.DOTALL))
 
 
 @bug("reject.data.overlap-*")
@@ -243,10 +244,10 @@ def accept_overlaps() -> None:
     sharing bytes are read instead of refused as INVALID.
     """
 
-    def unchecked(self: ocf.tables.Tables) -> None:
+    def unchecked(self: ocf.format.index.tables.Tables) -> None:
         return None
 
-    ocf.tables.Tables._check_overlaps = unchecked  # type: ignore[method-assign]
+    ocf.format.index.tables.Tables._check_overlaps = unchecked  # type: ignore[method-assign]
 
 
 @bug("reject.meta.depth-33-*")
@@ -258,7 +259,7 @@ def no_limit_checks() -> None:
     accepted (and a deep enough file exhausts the stack) instead of being
     refused as LIMIT_EXCEEDED.
     """
-    _patch(ocf.metadata, "MAX_METADATA_DEPTH", 1 << 30)
+    _patch(ocf.format.metadata, "MAX_METADATA_DEPTH", 1 << 30)
 
 
 @bug("reject.tensor.rank-33")
@@ -269,7 +270,7 @@ def no_rank_limit() -> None:
     [R-TENSOR-003]: a tensor of rank 33 or more is read instead of refused
     as LIMIT_EXCEEDED.
     """
-    _patch(ocf.tables, "MAX_RANK", 1 << 30)
+    _patch(ocf.format.index.tables, "MAX_RANK", 1 << 30)
 
 
 # -- tensor values -------------------------------------------------------------
@@ -297,7 +298,7 @@ def skip_bool_check() -> None:
     def unchecked(array: np.ndarray) -> None:
         return None
 
-    _patch(ocf.reader, "check_bool", unchecked)
+    _patch(ocf.format.reader, "check_bool", unchecked)
 
 
 # -- the object graph ----------------------------------------------------------
@@ -312,7 +313,7 @@ def drop_slot_variables() -> None:
     silently not restored. The slot nodes keep their paths, so nothing
     fails loudly.
     """
-    original = ocf.graph.decode_graph
+    original = ocf.format.object_graph.decode_graph
 
     def without_slots(message: object_graph_pb2.ObjectGraph, tensor_keys: Mapping[str, object],
                       path: str) -> ObjectGraph:
@@ -321,7 +322,7 @@ def drop_slot_variables() -> None:
             node.slots.clear()
         return graph
 
-    _patch(ocf.reader, "decode_graph", without_slots)
+    _patch(ocf.format.reader, "decode_graph", without_slots)
 
 
 # -- merging -------------------------------------------------------------------
@@ -338,7 +339,7 @@ def merge_trusts_part_names() -> None:
     def trust(path: object, identity: object, expected: object) -> None:
         return None
 
-    _patch(ocf.parts.merging, "check_identity", trust)
+    _patch(ocf.distributed.parts.merging, "check_identity", trust)
 
 
 @bug("merge.shard-named-like-a-part-index", "merge.shard-not-named-as-a-shard")
@@ -352,10 +353,10 @@ def merge_accepts_any_shard_name() -> None:
 
     def only_empty(path: object, names: list[str]) -> None:
         if "" in names:
-            raise ocf.errors.InvalidError("shard with the empty path",
+            raise ocf.format.errors.InvalidError("shard with the empty path",
                                           requirement="R-PART-001")
 
-    _patch(ocf.parts.merging, "check_part_shards", only_empty)
+    _patch(ocf.distributed.parts.merging, "check_part_shards", only_empty)
 
 
 # -- writing -------------------------------------------------------------------
@@ -370,7 +371,7 @@ def writer_unaligned_blocks() -> None:
     not a multiple of 64.
     """
 
-    def unpadded(self: ocf.writer._OutputFile) -> None:
+    def unpadded(self: ocf.format.writer._OutputFile) -> None:
         return None
 
-    ocf.writer._OutputFile.align = unpadded  # type: ignore[method-assign]
+    ocf.format.writer._OutputFile.align = unpadded  # type: ignore[method-assign]

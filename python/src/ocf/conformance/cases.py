@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ocf.errors import Category
+from ocf.format.errors import Category
 
 LEVELS = ("required", "recommended", "optional")
 OPS = ("read", "write", "merge")

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ocf.commit import is_temp_name
 from ocf.conformance import compare, semantics
 from ocf.conformance.cases import CATEGORIES, MEANING_KEYS, Case
 from ocf.conformance.driver import Message
 from ocf.conformance.jsontypes import Json
 from ocf.conformance.results import Outcome
-from ocf.container import INDEX_FILE_NAME
-from ocf.errors import OCFError
-from ocf.reader import Reader
+from ocf.format.commit import is_temp_name
+from ocf.format.container import INDEX_FILE_NAME
+from ocf.format.errors import OCFError
+from ocf.format.reader import Reader
 
 Verdict = tuple[Outcome, str]
 

@@ -28,7 +28,6 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from ocf import dtypes
 from ocf.conformance.jsontypes import (
     Json,
     expect_bool,
@@ -36,10 +35,11 @@ from ocf.conformance.jsontypes import (
     expect_object,
     expect_str,
 )
-from ocf.graph import ObjectGraph
-from ocf.metadata import MetadataValue
-from ocf.raw import to_raw
-from ocf.reader import Reader
+from ocf.format import dtypes
+from ocf.format.metadata import MetadataValue
+from ocf.format.object_graph import ObjectGraph
+from ocf.format.raw import to_raw
+from ocf.format.reader import Reader
 
 
 def tensor(array: np.ndarray) -> dict[str, Json]:

@@ -25,12 +25,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ocf import dtypes
 from ocf.conformance.jsontypes import Json, expect_count, expect_list, expect_object, expect_str
 from ocf.conformance.semantics import parse_metadata
-from ocf.graph import Node, SlotRef
-from ocf.metadata import MetadataValue
-from ocf.raw import decode_strings
+from ocf.format import dtypes
+from ocf.format.metadata import MetadataValue
+from ocf.format.object_graph import Node, SlotRef
+from ocf.format.raw import decode_strings
 
 
 @dataclass

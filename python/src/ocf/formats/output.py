@@ -18,8 +18,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from ocf.errors import OCFError
-from ocf.storage.local import open_regular
+from ocf.format.errors import OCFError
+from ocf.format.storage.local import open_regular
 
 
 @contextlib.contextmanager

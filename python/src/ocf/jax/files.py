@@ -11,10 +11,10 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ocf import files
+from ocf import numpy as ocf_numpy
+from ocf.format.writer import Writer
 from ocf.jax._framework import jax
 from ocf.jax.pytree import to_numpy
-from ocf.writer import Writer
 
 
 def save_file(tensors: Mapping[str, Any], path: str | os.PathLike[str],
@@ -34,5 +34,5 @@ def load_file(path: str | os.PathLike[str], keys: Iterable[str] | None = None, *
 
     ``device`` is a ``jax.Device`` or sharding; the default device when None.
     """
-    arrays = files.load_file(path, keys, verify=verify)
+    arrays = ocf_numpy.load_file(path, keys, verify=verify)
     return {key: jax.device_put(value, device) for key, value in arrays.items()}

@@ -71,10 +71,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ocf.errors import InvalidError
+from ocf.format.errors import InvalidError
 from ocf.jax.pytree import Container, Leaf, Receiver, exact_scalar
 from ocf.jax.slots import is_optimizer_state
-from ocf.tracking import VALUE
+from ocf.objects.tracking import VALUE
 
 
 def identity(array: np.ndarray) -> np.ndarray:

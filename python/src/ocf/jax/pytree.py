@@ -1,4 +1,4 @@
-"""A JAX pytree seen as trackable objects, which ``ocf.saving`` and ``ocf.restoring`` walk.
+"""A JAX pytree seen as trackable objects, walked by ocf.objects.saving and ocf.objects.restoring.
 
 JAX arrays cannot be restored in place, so a tree is not tracked directly:
 :class:`TreeView` builds a proxy per node of the tree (:class:`Container`
@@ -10,7 +10,7 @@ The graph of a tree (spec/objects.md):
 
 - every pytree node (dict, list, tuple, namedtuple, registered dataclass,
   Flax FrozenDict, optax state, ...) is a node whose child edges are named
-  after its keys: dict keys (percent-escaped as ``ocf.tracking`` does),
+  after its keys: dict keys (percent-escaped as ``ocf.objects.tracking`` does),
   sequence positions ``0``, ``1``, ..., attribute names of namedtuples and
   dataclasses; its type name is the class, ``module.QualName``;
 - every array leaf (``jax.Array``, ``numpy.ndarray``, NumPy scalar) is a node
@@ -33,10 +33,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ocf.errors import InvalidError
+from ocf.format.errors import InvalidError
+from ocf.format.metadata import MetadataValue
 from ocf.jax._framework import jax, jnp
-from ocf.metadata import MetadataValue
-from ocf.tracking import VALUE, escape_name
+from ocf.objects.tracking import VALUE, escape_name
 
 _SCALARS = (bool, int, float, str)
 ARRAY_TYPES = (jax.Array, np.ndarray, np.generic, jax.ShapeDtypeStruct)

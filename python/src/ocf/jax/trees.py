@@ -14,17 +14,17 @@ from typing import Any
 
 import numpy as np
 
-from ocf.errors import InvalidError
-from ocf.graph import ObjectGraph
+from ocf.format.errors import InvalidError
+from ocf.format.metadata import MetadataValue
+from ocf.format.object_graph import ObjectGraph
 from ocf.jax import slots
 from ocf.jax.layouts import Layout
 from ocf.jax.pytree import Container, Leaf, TreeView
-from ocf.metadata import MetadataValue
-from ocf.restoring import NameMap
-from ocf.restoring import restore as restore_objects
-from ocf.saving import write
-from ocf.sources import open_source
-from ocf.tracking import VALUE
+from ocf.objects.restoring import NameMap
+from ocf.objects.restoring import restore as restore_objects
+from ocf.objects.saving import write
+from ocf.objects.sources import open_source
+from ocf.objects.tracking import VALUE
 
 
 def view_of(tree: Any, *, file: str | None = None, layout: Layout | None = None,

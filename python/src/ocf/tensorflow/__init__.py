@@ -22,7 +22,7 @@ The messages are declared by OCF with TensorFlow's field numbers in
 proto/ocf/tensorflow/v1 (generated into ocf.tensorflow.v1). Everything here
 runs on OCF's own dependencies (NumPy, protobuf, crc32c, ml-dtypes):
 TensorFlow is never imported. Every file is treated as hostile; errors are
-the categories of ocf.errors (MALFORMED, INTEGRITY, NOT_FOUND, ...).
+the categories of ocf.format.errors (MALFORMED, INTEGRITY, NOT_FOUND, ...).
 
 Supported dtypes: every one TensorFlow stores in a bundle except resource
 and variant (listed, refused when read): float16/32/64, bfloat16, the float8
@@ -32,6 +32,10 @@ ml_dtypes arrays) and the quantized qint8, quint8, qint16, quint16 and
 qint32 (plain integer arrays, written with ``BundleWriter.add(...,
 tf_dtype="qint8")``). Each is read with the NumPy dtype TensorFlow's own
 reader gives it (ocf.tensorflow.dtypes). Big-endian bundles are refused.
+
+Importing this package registers TensorFlow checkpoints as a foreign format
+of ocf.objects.sources, so ``ocf.restore``, ``ocf.Saver`` and the name-based
+loaders read TensorFlow prefixes; ``import ocf`` does it.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from __future__ import annotations
 from ocf.tensorflow.bundle_reader import BundleReader, data_filename, is_tf_checkpoint
 from ocf.tensorflow.bundle_writer import BundleWriter
 from ocf.tensorflow.entries import BundleHeader, TFEntry
+from ocf.tensorflow.source import TFSource, is_tensorflow_checkpoint
 from ocf.tensorflow.state import read_checkpoint_state, write_checkpoint_state
 
 __all__ = [
@@ -46,7 +51,9 @@ __all__ = [
     "BundleReader",
     "BundleWriter",
     "TFEntry",
+    "TFSource",
     "data_filename",
+    "is_tensorflow_checkpoint",
     "is_tf_checkpoint",
     "read_checkpoint_state",
     "write_checkpoint_state",

@@ -30,8 +30,8 @@ from types import TracebackType
 
 import numpy as np
 
-from ocf.checksum import crc32c
-from ocf.errors import (
+from ocf.format.checksum import crc32c
+from ocf.format.errors import (
     IntegrityError,
     InvalidError,
     LimitExceededError,
@@ -39,7 +39,7 @@ from ocf.errors import (
     NotFoundError,
     UnknownRequiredFeatureError,
 )
-from ocf.storage.local import open_regular
+from ocf.format.storage.local import open_regular
 from ocf.tensorflow import dtypes, sstable, strings
 from ocf.tensorflow.encoding import masked_crc32c
 from ocf.tensorflow.entries import BundleHeader, TFEntry, decode_entry, decode_header
@@ -74,7 +74,7 @@ class BundleReader:
         self.bytes_read = 0
         self._files: dict[int, tuple[BufferedReader, int]] = {}
         data = self._read_index()
-        # Tells this checkpoint from one written over it later (ocf.sources).
+        # Tells this checkpoint from one written over it later (ocf.objects.sources).
         self.index_identity = (len(data), crc32c(data))
         entries = sstable.read_table(data, path=self.index_path, verify=verify)
         if not entries or entries[0][0] != b"":

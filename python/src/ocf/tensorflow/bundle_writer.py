@@ -43,8 +43,8 @@ from typing import BinaryIO
 
 import numpy as np
 
-from ocf.commit import fsync_dir
-from ocf.errors import InvalidError
+from ocf.format.commit import fsync_dir
+from ocf.format.errors import InvalidError
 from ocf.tensorflow import dtypes, strings
 from ocf.tensorflow.bundle_reader import INDEX_SUFFIX, data_filename
 from ocf.tensorflow.dtypes import TFDType

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 
-from ocf.checksum import crc32c
-from ocf.errors import MalformedError
+from ocf.format.checksum import crc32c
+from ocf.format.errors import MalformedError
 
 MASK_DELTA = 0xA282EAD8
 MAX_VARINT32_BYTES = 5

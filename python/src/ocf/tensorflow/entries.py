@@ -15,8 +15,13 @@ from dataclasses import dataclass
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from ocf.errors import InvalidError, LimitExceededError, MalformedError, UnsupportedVersionError
-from ocf.limits import MAX_ELEMENTS, MAX_FILE_OFFSET, MAX_SHARDS, nonzero_product
+from ocf.format.errors import (
+    InvalidError,
+    LimitExceededError,
+    MalformedError,
+    UnsupportedVersionError,
+)
+from ocf.format.limits import MAX_ELEMENTS, MAX_FILE_OFFSET, MAX_SHARDS, nonzero_product
 from ocf.tensorflow import dtypes
 from ocf.tensorflow.encoding import Path
 from ocf.tensorflow.slice_keys import FULL_EXTENT

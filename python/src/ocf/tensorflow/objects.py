@@ -12,7 +12,7 @@ mapping is therefore node for node, edge for edge:
   a TensorFlow variable restores into an ``ocf.Variable`` or NumPy array;
   a TensorFlow attribute literally named ``value`` becomes ``%76alue``.
 - Names that OCF does not allow ([R-GRAPH-003]: empty, containing "/" or
-  NUL, starting with ".") are percent-encoded the way ``ocf.tracking``
+  NUL, starting with ".") are percent-encoded the way ``ocf.objects.tracking``
   stores dict keys (``%`` -> ``%25``, ``/`` -> ``%2F``, NUL -> ``%00``, a
   leading ``.`` -> ``%2E``), and the empty name is ``%``; decoding inverts
   it, so ``tf -> ocf -> tf`` gives back every name.
@@ -29,7 +29,7 @@ TensorFlow would derive for the same object
 TensorFlow's name-based tools find it where they expect it.
 
 A TensorFlow graph is checked with every rule an OCF reader applies to its
-own graphs (:func:`ocf.graph.decode_graph`) before anything uses it, so a
+own graphs (:func:`ocf.format.object_graph.decode_graph`) before anything uses it, so a
 hostile ``_CHECKPOINTABLE_OBJECT_GRAPH`` gets the error categories an OCF
 file would.
 """
@@ -42,8 +42,10 @@ from typing import cast
 
 from google.protobuf.message import DecodeError
 
-from ocf.errors import InvalidError, LimitExceededError, MalformedError
-from ocf.graph import (
+from ocf.format.errors import InvalidError, LimitExceededError, MalformedError
+from ocf.format.limits import MAX_INDEX_BYTES
+from ocf.format.metadata import MetadataValue
+from ocf.format.object_graph import (
     MAX_NODES,
     Node,
     ObjectGraph,
@@ -52,11 +54,9 @@ from ocf.graph import (
     decode_graph,
     encode_graph,
 )
-from ocf.limits import MAX_INDEX_BYTES
-from ocf.metadata import MetadataValue
+from ocf.objects.tracking import VALUE, escape_name
 from ocf.tensorflow.bundle_reader import BundleReader
 from ocf.tensorflow.v1.trackable_object_graph_pb2 import TrackableObjectGraph
-from ocf.tracking import VALUE, escape_name
 from ocf.v1 import object_graph_pb2
 
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"

@@ -23,7 +23,7 @@ allocation. Errors are MalformedError.
 
 from __future__ import annotations
 
-from ocf.errors import MalformedError
+from ocf.format.errors import MalformedError
 from ocf.tensorflow.encoding import Path, decode_varint
 
 # The densest element is a 3-byte copy of 64 bytes, so no valid block

@@ -1,7 +1,7 @@
-"""A TensorFlow checkpoint read the way OCF reads its own (see ocf.sources).
+"""A TensorFlow checkpoint read the way OCF reads its own (see ocf.objects.sources).
 
 ``TFSource(prefix)`` opens a bundle with :class:`ocf.tensorflow.BundleReader`
-(no TensorFlow needed) and presents it as an :class:`ocf.sources.Source`:
+(no TensorFlow needed) and presents it as an :class:`ocf.objects.sources.Source`:
 its tensor keys are TensorFlow's keys, less ``_CHECKPOINTABLE_OBJECT_GRAPH``,
 whose content is the object graph, mapped onto OCF's by
 ocf.tensorflow.objects and checked like an OCF graph. This is what lets
@@ -20,15 +20,21 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ocf import dtypes
-from ocf.errors import NotFoundError
-from ocf.graph import ObjectGraph
-from ocf.sources import TensorSummary
+from ocf.format import dtypes
+from ocf.format.errors import NotFoundError
+from ocf.format.object_graph import ObjectGraph
+from ocf.format.storage.location import url_scheme
+from ocf.objects.sources import (
+    ForeignFormat,
+    TensorSummary,
+    is_ocf_checkpoint,
+    register_foreign_format,
+)
 from ocf.tensorflow.bundle_reader import BundleReader, is_tf_checkpoint
 from ocf.tensorflow.objects import OBJECT_GRAPH_KEY, read_tf_graph
 from ocf.tensorflow.state import read_checkpoint_state
 
-__all__ = ["TFSource", "is_tf_checkpoint", "resolve_prefix"]
+__all__ = ["TFSource", "is_tensorflow_checkpoint", "is_tf_checkpoint", "resolve_prefix"]
 
 
 def resolve_prefix(path: str | os.PathLike[str]) -> str:
@@ -47,7 +53,7 @@ def ocf_dtype_name(tf_name: str) -> str:
 
 
 class TFSource:
-    """A TensorFlow checkpoint as an :class:`ocf.sources.Source`."""
+    """A TensorFlow checkpoint as an :class:`ocf.objects.sources.Source`."""
 
     def __init__(self, path: str | os.PathLike[str], *, verify: bool = True) -> None:
         self.bundle = BundleReader(resolve_prefix(path), verify=verify)
@@ -106,3 +112,22 @@ class TFSource:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def is_tensorflow_checkpoint(path: str | os.PathLike[str]) -> bool:
+    """Whether local ``path`` is a TensorFlow checkpoint and not an OCF one.
+
+    A TensorFlow prefix (``PREFIX.index`` exists), ``PREFIX.index`` itself, or
+    a directory holding TensorFlow's ``checkpoint`` state file. Imports no
+    TensorFlow; URLs are never TensorFlow checkpoints here.
+    """
+    if url_scheme(path) is not None or is_ocf_checkpoint(path):
+        return False
+    return is_tf_checkpoint(path)
+
+
+def _open(path: str, verify: bool) -> TFSource:
+    return TFSource(path, verify=verify)
+
+
+register_foreign_format(ForeignFormat("TensorFlow", is_tf_checkpoint, _open))

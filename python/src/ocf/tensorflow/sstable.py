@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import pairwise
 
-from ocf.errors import IntegrityError, LimitExceededError, MalformedError
+from ocf.format.errors import IntegrityError, LimitExceededError, MalformedError
 from ocf.tensorflow import snappy
 from ocf.tensorflow.encoding import (
     Path,

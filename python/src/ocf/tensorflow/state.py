@@ -16,8 +16,8 @@ from collections.abc import Sequence
 
 from google.protobuf import text_format
 
-from ocf.errors import LimitExceededError, MalformedError
-from ocf.storage.local import open_regular
+from ocf.format.errors import LimitExceededError, MalformedError
+from ocf.format.storage.local import open_regular
 from ocf.tensorflow.v1 import checkpoint_state_pb2
 
 STATE_FILENAME = "checkpoint"

@@ -10,8 +10,8 @@ checksum bytes and then all string bytes, and is masked.
 
 from __future__ import annotations
 
-from ocf.checksum import crc32c
-from ocf.errors import IntegrityError, InvalidError
+from ocf.format.checksum import crc32c
+from ocf.format.errors import IntegrityError, InvalidError
 from ocf.tensorflow.encoding import Path, decode_varint, encode_varint, fixed32, mask_crc
 
 _U32_MAX = 0xFFFFFFFF

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ocf.errors import InvalidError, LimitExceededError
+from ocf.format.errors import InvalidError, LimitExceededError
 from ocf.tensorflow.encoding import Path
 
 Box = Sequence[tuple[int, int]]  # per dimension (start, length)

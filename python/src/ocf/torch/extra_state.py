@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from ocf.errors import InvalidError
-from ocf.metadata import MetadataValue
+from ocf.format.errors import InvalidError
+from ocf.format.metadata import MetadataValue
 from ocf.torch._framework import torch
 from ocf.torch.tensors import from_numpy, to_numpy
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Mapping
 
-from ocf.errors import InvalidError, NotFoundError
-from ocf.reader import Reader
+from ocf.format.errors import InvalidError, NotFoundError
+from ocf.format.reader import Reader
+from ocf.format.writer import Layout, Writer
 from ocf.torch._framework import torch
 from ocf.torch.mapped import MappedTensors
 from ocf.torch.tensors import is_uninitialized, to_numpy
-from ocf.writer import Layout, Writer
 
 # Where loaded tensors go: a device, or a function of (key, CPU tensor) giving
 # the tensor to return (moved, cast, or the CPU tensor itself).

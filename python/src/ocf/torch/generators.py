@@ -13,9 +13,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ocf.objects.tracking import VALUE
 from ocf.torch._framework import torch
 from ocf.torch.tensors import from_numpy, to_numpy
-from ocf.tracking import VALUE
 
 
 class GeneratorNode:

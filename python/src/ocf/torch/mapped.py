@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ocf.checksum import crc32c
-from ocf.codec import Compression
-from ocf.errors import IntegrityError, InvalidError
-from ocf.model import Block, TensorInfo
-from ocf.reader import Reader
+from ocf.format.checksum import crc32c
+from ocf.format.codec import Compression
+from ocf.format.errors import IntegrityError, InvalidError
+from ocf.format.index.model import Block, TensorInfo
+from ocf.format.reader import Reader
 from ocf.torch._framework import torch
 from ocf.torch.tensors import from_numpy, torch_dtype
 

@@ -10,7 +10,7 @@ The object graph of a module, kept simple so other programs can read it:
 
 So ``model.fc1.weight`` saved as ``Checkpoint(model=model)`` is the tensor
 ``model/fc1/weight/.value``. Module names escape ``/`` and a leading ``.``
-as dict keys do (``ocf.tracking.escape_name``). A tensor reached by several
+as dict keys do (``ocf.objects.tracking.escape_name``). A tensor reached by several
 edges (tied weights) is one node. A module overriding ``get_extra_state``
 keeps that state on its own node (:mod:`ocf.torch.extra_state`).
 Restoring copies into the existing tensors in place, so optimizers keep
@@ -20,7 +20,7 @@ casts dtypes.
 Restore-on-create. A lazy module (``nn.LazyLinear`` and friends) lists no
 parameter before it materialises, so a restore waits on it; a forward
 pre-hook, run right after the module's own materialising hook, announces
-the new tensors (:func:`ocf.tracking.attached`), which receive their
+the new tensors (:func:`ocf.objects.tracking.attached`), which receive their
 values, and optimizer slots for them, before the forward pass uses them.
 Materialising still draws the module's random initial values first, which
 moves the global random generator: a program that restores
@@ -39,12 +39,12 @@ from typing import Any
 
 import numpy as np
 
-from ocf.errors import InvalidError
-from ocf.metadata import MetadataValue
+from ocf.format.errors import InvalidError
+from ocf.format.metadata import MetadataValue
+from ocf.objects.tracking import VALUE, attached, escape_name
 from ocf.torch import extra_state
 from ocf.torch._framework import torch
 from ocf.torch.tensors import from_numpy, is_uninitialized, to_numpy
-from ocf.tracking import VALUE, attached, escape_name
 
 nn = torch.nn
 _NAMESPACES = (("torch.nn", torch.nn), ("torch.optim", torch.optim))

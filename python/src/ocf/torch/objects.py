@@ -1,6 +1,6 @@
 """Registration of the torch adapters and one-call object-based save and restore.
 
-Importing ``ocf.torch`` registers adapters (``ocf.tracking.register_adapter``)
+Importing ``ocf.torch`` registers adapters (``ocf.objects.tracking.register_adapter``)
 for ``torch.Tensor`` (parameters and buffers included), ``nn.Module``,
 ``torch.optim.Optimizer``, learning-rate schedulers and ``torch.Generator``,
 so ``ocf.Checkpoint``, ``ocf.write`` and ``ocf.restore`` take them directly.
@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import os
 
-from ocf.checkpoint import Checkpoint
-from ocf.restoring import RestoreStatus
+from ocf.objects.checkpoint import Checkpoint
+from ocf.objects.restoring import RestoreStatus
+from ocf.objects.tracking import register_adapter
 from ocf.torch._framework import torch
 from ocf.torch.generators import GeneratorNode
 from ocf.torch.modules import ModuleNode, TensorNode
 from ocf.torch.optim import OptimizerNode
 from ocf.torch.schedulers import LRScheduler, SchedulerNode
-from ocf.tracking import register_adapter
 
 
 def register() -> None:

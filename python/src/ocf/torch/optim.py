@@ -36,12 +36,12 @@ from typing import Any
 
 import numpy as np
 
-from ocf.errors import InvalidError
-from ocf.metadata import MetadataValue
+from ocf.format.errors import InvalidError
+from ocf.format.metadata import MetadataValue
+from ocf.objects.tracking import VALUE
 from ocf.torch._framework import torch
 from ocf.torch.modules import type_name
 from ocf.torch.tensors import from_numpy
-from ocf.tracking import VALUE
 
 Optimizer = torch.optim.Optimizer
 GROUPS = "param_groups"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ocf.metadata import MetadataValue
+from ocf.format.metadata import MetadataValue
 from ocf.torch._framework import torch
 from ocf.torch.modules import type_name
 from ocf.torch.optim import as_metadata, restored_like

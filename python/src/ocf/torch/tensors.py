@@ -13,8 +13,8 @@ import ml_dtypes
 import numpy as np
 from torch.nn.parameter import UninitializedBuffer, UninitializedParameter
 
-from ocf import dtypes
-from ocf.errors import InvalidError
+from ocf.format import dtypes
+from ocf.format.errors import InvalidError
 from ocf.torch._framework import torch
 
 # torch dtype -> the OCF dtype name that stores it exactly [R-DTYPE-001].

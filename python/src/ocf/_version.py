@@ -1,0 +1,3 @@
+"""The version of this implementation (not of the format: see ocf.format.container)."""
+
+__version__ = "0.1.0"

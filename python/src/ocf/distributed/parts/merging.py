@@ -1,0 +1,330 @@
+"""Merging the parts of a multi-writer save into one checkpoint (spec/parts.md).
+
+The merge reads the part indexes it is told to expect, checks that together
+they describe one complete checkpoint, and publishes one ``index.ocf`` that
+references the parts' shard files where they are: no tensor byte is read,
+copied or rewritten [R-PART-006]. Any failed check raises before anything is
+published, so a missing, duplicated, overlapping or mismatched part never
+becomes a checkpoint, and the previous checkpoint at the path (if any)
+stays the committed one [R-PART-004] [R-PART-005].
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from itertools import pairwise
+from math import prod
+from pathlib import Path
+
+from ocf._version import __version__
+from ocf.distributed.parts.naming import check_save, is_part_file_name, part_file_name
+from ocf.format.checksum import crc32c
+from ocf.format.commit import (
+    fsync_dir,
+    is_shard_file_name,
+    leftover_names,
+    new_write_id,
+    publish,
+    remove_quietly,
+    temp_path,
+)
+from ocf.format.container import INDEX_FILE_NAME, PREAMBLE, PREAMBLE_SIZE, Footer, read_index_bytes
+from ocf.format.errors import InvalidError, LimitExceededError, NotFoundError
+from ocf.format.index.decoding import PART_FEATURE, IndexModel, decode_index
+from ocf.format.index.model import Block, TensorInfo
+from ocf.format.limits import MAX_INDEX_BYTES, MAX_SLICES_PER_TENSOR
+from ocf.format.object_graph import decode_graph
+from ocf.format.reader import open_index_file, open_shard_file
+from ocf.format.slicing import Box, boxes_disjoint, boxes_tile
+from ocf.format.storage.location import ObjectPath, StorageOptions, locate, object_kind
+from ocf.format.storage.uploading import list_names, put_object, remove_object
+from ocf.v1 import index_pb2, tensor_pb2
+
+
+@dataclass
+class _Part:
+    """One checked part index."""
+
+    number: int
+    path: Path | ObjectPath
+    model: IndexModel
+    message: index_pb2.Index
+
+
+@dataclass
+class _Entry:
+    """One tensor of the merged checkpoint and where its blocks come from."""
+
+    info: TensorInfo
+    whole_in: int | None  # the part that stores it whole
+    pieces: list[tuple[int, Box, Block]] = field(default_factory=list)  # (part, box, block)
+
+    @property
+    def parts(self) -> list[int]:
+        return sorted({p for p, _, _ in self.pieces})
+
+
+def merge_parts(path: str | os.PathLike[str], *, save_id: str, parts: int,
+                cleanup: bool = True, storage_options: StorageOptions | None = None) -> None:
+    """Merge parts 0 to ``parts - 1`` of save ``save_id`` in directory ``path``.
+
+    On success ``path/index.ocf`` is the merged checkpoint and, with
+    ``cleanup``, the part indexes and files no longer referenced are deleted
+    [R-PART-007]. On failure an :class:`ocf.OCFError` names the part, the
+    tensor key and the requirement, and nothing is published. ``path`` may
+    be a URL of an object store (``s3://...``; ``storage_options`` go to
+    fsspec), where publishing the index object is the commit.
+    """
+    check_save(save_id, parts)
+    directory = locate(path, storage_options)
+    for n in range(parts):  # the most useful report first: which parts never finished
+        if not _exists(directory / part_file_name(save_id, n)):
+            raise NotFoundError(f"part {n} of {parts} is missing: its writer did not finish",
+                                path=directory / part_file_name(save_id, n),
+                                requirement="R-PART-004")
+    loaded = [_read_part(directory, save_id, n, parts) for n in range(parts)]
+    index = _merged_index(loaded, directory)
+    data = index.SerializeToString(deterministic=True)
+    if len(data) > MAX_INDEX_BYTES:
+        raise LimitExceededError(f"merged index would be {len(data)} bytes, above the limit "
+                                 f"of {MAX_INDEX_BYTES}", path=directory,
+                                 requirement="R-LIMIT-001")
+    _check_merged(data, directory)
+    _publish(directory, data)
+    if cleanup:
+        remove_leftovers(directory, {s.path for s in index.shards})
+
+
+# -- reading the parts -----------------------------------------------------------------------
+
+
+def _exists(path: Path | ObjectPath) -> bool:
+    return object_kind(path) == "file" if isinstance(path, ObjectPath) else path.exists()
+
+
+def _read_part(directory: Path | ObjectPath, save_id: str, number: int, count: int) -> _Part:
+    """Read and check part ``number``: an index file, then a part of this save [R-PART-004]."""
+    path = directory / part_file_name(save_id, number)
+    try:
+        source = open_index_file(path)
+    except NotFoundError:  # gone since M1, or not a regular file
+        raise NotFoundError(f"part {number} of {count} is missing: its writer did not "
+                            "finish", path=path, requirement="R-PART-004") from None
+    try:
+        data, footer = read_index_bytes(source)
+    finally:
+        source.close()
+    model = decode_index(data, str(path), footer.index_offset, part=True)
+    message = index_pb2.Index()
+    message.ParseFromString(data)  # parsed once already by decode_index
+    # M2 of spec/parts.md: the rules of R-PART-001, then the identity (R-PART-004).
+    identity = model.part
+    if PART_FEATURE not in model.required_features or identity is None:
+        raise InvalidError(f"part {number} is not a part index (no required feature "
+                           f"{PART_FEATURE!r} and Index.part)", path=path,
+                           requirement="R-PART-001")
+    check_part_shards(path, [shard.path for shard in model.shards])
+    check_identity(path, identity, (save_id, number, count))
+    if number != 0 and (model.metadata or model.graph_message is not None):
+        raise InvalidError(f"part {number} holds metadata or an object graph; only part 0 "
+                           "may", path=path, requirement="R-PART-005")
+    return _Part(number, path, model, message)
+
+
+def check_part_shards(path: Path | ObjectPath, names: list[str]) -> None:
+    """A part's shards are its external shard files, each named as the shards of a write
+    are, ``data-<writeid>-<nnnnn>.ocfd`` [R-PART-001]: never the index itself, and
+    never a part index, index.ocf or any other file the merge or its cleanup handles."""
+    if "" in names:
+        raise InvalidError("a part index holds no tensor bytes of its own (shard with the "
+                           "empty path)", path=path, requirement="R-PART-001")
+    for name in names:
+        if not is_shard_file_name(name):
+            raise InvalidError(f"shard {name!r} is not named data-<writeid>-<nnnnn>.ocfd, "
+                               "as the shard files of a part must be", path=path,
+                               requirement="R-PART-001")
+
+
+def check_identity(path: Path | ObjectPath, identity: index_pb2.Part,
+                   expected: tuple[str, int, int]) -> None:
+    """The part says it is the part its name says, of the save and count asked for."""
+    save_id, number, count = expected
+    if (identity.save_id, identity.number, identity.count) != expected:
+        raise InvalidError(f"file of part {number} of {count} of save {save_id} says it is part "
+                           f"{identity.number} of {identity.count} of save "
+                           f"{identity.save_id!r}", path=path, requirement="R-PART-004")
+
+
+# -- combining -------------------------------------------------------------------------------
+
+
+def _merged_index(parts: list[_Part], directory: Path | ObjectPath) -> index_pb2.Index:
+    """The index of the merged checkpoint, after every combining check [R-PART-005]."""
+    index = index_pb2.Index()
+    index.header.writer = f"ocf-python {__version__}"
+    bases = _shards(parts, index, directory)
+    entries = _entries(parts)
+    for key, entry in entries.items():
+        _check_pieces(key, entry, directory)
+    _fill_tables(index, entries, bases)
+    first = parts[0].message
+    for key in sorted(first.metadata):
+        index.metadata[key].CopyFrom(first.metadata[key])
+    if first.HasField("object_graph"):
+        index.object_graph.CopyFrom(first.object_graph)
+    return index
+
+
+def _shards(parts: list[_Part], index: index_pb2.Index, directory: Path | ObjectPath
+            ) -> list[int]:
+    """List every part's shards in part order; the first shard number of each part."""
+    owner: dict[str, int] = {}
+    bases = []
+    for part in parts:
+        bases.append(len(index.shards))
+        for shard in part.model.shards:
+            if shard.path in owner:
+                raise InvalidError(f"shard {shard.path!r} is listed by parts "
+                                   f"{owner[shard.path]} and {part.number}", path=directory,
+                                   requirement="R-PART-005")
+            owner[shard.path] = part.number
+            index.shards.add(path=shard.path, length=shard.length)
+    return bases
+
+
+def _entries(parts: list[_Part]) -> dict[str, _Entry]:
+    """Every key in order of first appearance, with the blocks of every part; checked
+    key by key in that order (M4 of spec/parts.md)."""
+    holders: dict[str, list[tuple[_Part, TensorInfo]]] = {}
+    for part in parts:
+        for key in part.model.tensors:
+            holders.setdefault(key, []).append((part, part.model.tensors[key]))
+    entries: dict[str, _Entry] = {}
+    for key, held in holders.items():
+        first_part, first = held[0]
+        if len(held) > 1 and any(info.block is not None for _, info in held):
+            raise InvalidError(f"written by parts {first_part.number} and {held[1][0].number}, "
+                               "at least once whole: a tensor stored whole belongs to one part "
+                               "only", path=held[1][0].path, key=key, requirement="R-PART-005")
+        entry = entries[key] = _Entry(first, first_part.number if first.block is not None else None)
+        for part, info in held:
+            if (info.dtype.code, info.shape) != (first.dtype.code, first.shape):
+                raise InvalidError(f"part {part.number} has dtype {info.dtype.name} and global "
+                                   f"shape {list(info.shape)}, part {first_part.number} "
+                                   f"{first.dtype.name} and {list(first.shape)}",
+                                   path=part.path, key=key, requirement="R-PART-005")
+            entry.pieces += [(part.number, (p.start, p.extent), p.block) for p in info.pieces]
+    return entries
+
+
+def _check_pieces(key: str, entry: _Entry, directory: Path | ObjectPath) -> None:
+    """The slices of all parts are few enough, disjoint, and tile the shape."""
+    if entry.whole_in is not None:
+        return
+    boxes = [box for _, box, _ in entry.pieces]
+    if len(boxes) > MAX_SLICES_PER_TENSOR:
+        raise LimitExceededError(f"parts {entry.parts} hold {len(boxes)} slices, above the "
+                                 f"limit of {MAX_SLICES_PER_TENSOR}", path=directory, key=key,
+                                 requirement="R-SLICE-004")
+    if not boxes_disjoint(boxes):
+        raise InvalidError(f"slices written by parts {entry.parts} overlap", path=directory,
+                           key=key, requirement="R-PART-005")
+    if not boxes_tile(boxes, entry.info.shape):
+        covered = sum(prod(extent) for _, extent in boxes)
+        raise InvalidError(f"slices written by parts {entry.parts} cover {covered} of the "
+                           f"{prod(entry.info.shape)} elements of global shape "
+                           f"{list(entry.info.shape)}: a part is missing or incomplete",
+                           path=directory, key=key, requirement="R-PART-005")
+
+
+def _fill_tables(index: index_pb2.Index, entries: dict[str, _Entry], bases: list[int]) -> None:
+    """The tensor and block tables: each part's block rows, shard numbers rebased."""
+    table, columns = index.tensors, index.blocks
+    for key, entry in entries.items():
+        info = entry.info
+        table.keys.append(key)
+        table.dtypes.append(info.dtype.code)
+        table.ranks.append(len(info.shape))
+        table.dims.extend(info.shape)
+        table.slice_counts.append(0 if entry.whole_in is not None else len(entry.pieces))
+        if entry.whole_in is not None:
+            assert info.block is not None
+            _add_block(columns, info.block, bases[entry.whole_in])
+            continue
+        for part, (start, extent), block in entry.pieces:
+            _add_block(columns, block, bases[part])
+            columns.slice_starts.extend(start)
+            columns.slice_extents.extend(extent)
+
+
+def _add_block(columns: tensor_pb2.BlockTable, block: Block, base: int) -> None:
+    columns.shards.append(base + block.shard)
+    columns.offsets.append(block.offset)
+    columns.stored_lengths.append(block.stored_length)
+    columns.raw_lengths.append(block.raw_length)
+    columns.codecs.append(block.compression.value)
+    columns.byte_shuffles.append(block.byte_shuffle)
+    columns.chunk_sizes.append(block.chunk_size)
+    columns.chunk_crcs.extend(block.chunk_crcs)
+    starts = block.chunk_starts  # zstd: where each chunk starts, then the block's end
+    columns.chunk_stored_lengths.extend(b - a for a, b in pairwise(starts))
+
+
+def _check_merged(data: bytes, directory: Path | ObjectPath) -> None:
+    """Check the merged index as any reader will, then the shard files it names."""
+    path = directory / INDEX_FILE_NAME
+    model = decode_index(data, str(path), PREAMBLE_SIZE)
+    if model.graph_message is not None:
+        decode_graph(model.graph_message, model.tensors, str(path))
+    for shard in model.shards:  # M7: step 16 of the reader's order, as a reader opens them
+        open_shard_file(directory / shard.path, shard.length).close()
+
+
+# -- publishing ------------------------------------------------------------------------------
+
+
+def _publish(directory: Path | ObjectPath, data: bytes) -> None:
+    """Steps 5 to 8 of [R-COMMIT-002]: the shards are durable since their parts were.
+    On an object store, one PUT of the index object under its name commits."""
+    footer = Footer(PREAMBLE_SIZE, len(data), crc32c(data)).pack()
+    if isinstance(directory, ObjectPath):
+        put_object(directory / INDEX_FILE_NAME, PREAMBLE + data + footer)
+        return
+    target = directory / INDEX_FILE_NAME
+    temp = temp_path(target, new_write_id())
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        for piece in (PREAMBLE, data, footer):
+            view = memoryview(piece)
+            while view:
+                view = view[os.write(fd, view):]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        remove_quietly(temp)
+        raise
+    os.close(fd)
+    fsync_dir(directory)
+    publish(temp, target)
+
+
+def remove_leftovers(directory: Path | ObjectPath, referenced: set[str]) -> None:
+    """After a commit, delete what the committed index does not use [R-PART-007]:
+    part indexes, shards of earlier or crashed writes, temporary files; never a
+    name in ``referenced`` (the committed index's shards), whatever it looks like."""
+    for name in leftover_names(_names(directory), referenced, also=is_part_file_name):
+        if isinstance(directory, ObjectPath):
+            remove_object(directory / name)
+        else:
+            remove_quietly(directory / name)
+
+
+def _names(directory: Path | ObjectPath) -> Iterator[str]:
+    if isinstance(directory, ObjectPath):
+        yield from list_names(directory)
+        return
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            yield entry.name

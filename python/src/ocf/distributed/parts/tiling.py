@@ -1,0 +1,94 @@
+"""Tiles: a box of a tensor stored as a grid of smaller slices (a writer's choice).
+
+A slice is stored in C order, so a reader that wants a band of a box along
+any dimension but the first touches every chunk of that box. Stored as
+tiles, each its own slice, the box is read only where the reader's region
+overlaps it: a region then reads the tiles it needs, and at each of its
+edges at most the tiles the edge cuts. The format needs nothing for this:
+the slices of a tensor may be any boxes that tile its shape, from any parts
+(spec/format.md, [R-SLICE-001] to [R-SLICE-004]).
+
+The tile grid is a property of the tensor's global shape, not of the box a
+writer holds: every writer of a tensor cuts its box along the same grid
+lines, so the tiles do not depend on how the tensor was partitioned when it
+was saved. The grid splits every dimension into the same number of parts
+(as near as the sizes allow), so that a region cut anywhere along any
+dimension wastes about the same fraction of what it reads: a region split
+into ``k`` runs along dimension ``d`` reads at most ``k - 1`` extra tile
+layers of ``d``, that is ``(k - 1) / g`` of the tensor for a grid of ``g``
+tiles along ``d``. (Tiles square in elements would waste more along the
+shorter dimension: for a 4096 x 1024 matrix in 128 x 128 tiles, three
+readers of columns read 1.25 times what they need.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from itertools import pairwise, product
+from math import ceil, prod
+
+from ocf.format.slicing import Box
+
+#: Most tiles the grid of one tensor has: larger tensors get larger tiles.
+MAX_GRID_TILES = 1024
+#: A box holding the fraction ``f`` of its tensor is stored in at most
+#: ``max(1, floor(TILE_BUDGET * f))`` tiles, coarsening the grid when the box
+#: is thin. The tiles of all boxes of a tensor are then at most
+#: ``TILE_BUDGET`` plus the number of boxes, within the limit of 4096 slices
+#: per tensor [R-SLICE-004] whenever the tensor has at most 2048 boxes.
+TILE_BUDGET = 2048
+
+
+def tile_shape(shape: Sequence[int], itemsize: int, tile_bytes: int) -> tuple[int, ...]:
+    """The tile of the grid of a tensor of ``shape``: about ``tile_bytes`` bytes,
+    the same number of tiles along every dimension (as near as the sizes allow),
+    and at most :data:`MAX_GRID_TILES` tiles in all."""
+    shape = tuple(int(d) for d in shape)
+    if not shape or 0 in shape:
+        return shape
+    elements = max(1, tile_bytes // max(1, itemsize))
+    wanted = min(MAX_GRID_TILES, max(1, -(-prod(shape) // elements)))
+    counts = dict.fromkeys(range(len(shape)), 1)
+    remaining = float(wanted)
+    # The smallest dimensions first: those that cannot take their share pass the
+    # rest on to the larger ones.
+    order = sorted(range(len(shape)), key=lambda d: shape[d])
+    for i, d in enumerate(order):
+        share = remaining ** (1 / (len(order) - i))
+        counts[d] = max(1, min(shape[d], int(share + 1e-9)))
+        remaining /= counts[d]
+    return tuple(ceil(shape[d] / counts[d]) for d in range(len(shape)))
+
+
+def _cuts(start: int, extent: int, step: int) -> list[int]:
+    """The grid lines (multiples of ``step``) strictly inside [start, start + extent),
+    with the run's own ends."""
+    first = (start // step + 1) * step
+    return [start, *range(first, start + extent, step), start + extent]
+
+
+def tile_count(box: Box, tile: Sequence[int]) -> int:
+    """How many tiles the grid of ``tile`` cuts ``box`` into."""
+    return prod(len(_cuts(s, e, t)) - 1 for s, e, t in zip(*box, tile))
+
+
+def tiles_of(box: Box, shape: Sequence[int], itemsize: int, tile_bytes: int) -> list[Box]:
+    """The tiles of ``box`` (global coordinates) in a tensor of ``shape``.
+
+    The box is cut by the grid of :func:`tile_shape`, coarsened (tile edges
+    doubled, so that the lines stay on the grid) until the box has at most its
+    share of :data:`TILE_BUDGET` tiles. Tiles are listed in C order of the grid.
+    """
+    tile = list(tile_shape(shape, itemsize, tile_bytes))
+    if not tile or 0 in tile:
+        return [box]
+    budget = max(1, TILE_BUDGET * prod(box[1]) // prod(shape))
+    while tile_count(box, tile) > budget:
+        tile = [min(2 * t, d) for t, d in zip(tile, shape)]
+    return list(_boxes(box, tile))
+
+
+def _boxes(box: Box, tile: Sequence[int]) -> Iterator[Box]:
+    runs = [list(pairwise(c)) for c in (_cuts(s, e, t) for s, e, t in zip(*box, tile))]
+    for combination in product(*runs):
+        yield (tuple(a for a, _ in combination), tuple(b - a for a, b in combination))

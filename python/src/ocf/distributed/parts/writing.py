@@ -1,0 +1,210 @@
+"""Writing one part of a multi-writer save (spec/parts.md).
+
+Each process of a job that holds part of the training state writes its own
+part into the shared checkpoint directory: shard files under its own fresh
+write id, then a part index published atomically under the part's name
+[R-PART-001] [R-PART-002]. Nothing here talks to other processes; whoever
+runs the job (torch.distributed, JAX, MPI, Ray) tells every process its part
+number, the part count and the save id, and lets one process merge
+(:func:`ocf.distributed.parts.merge_parts`) once every part is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ocf.distributed.parts.naming import check_save, part_file_name
+from ocf.distributed.parts.tiling import tiles_of
+from ocf.format import dtypes
+from ocf.format.commit import fsync_dir
+from ocf.format.errors import InvalidError, OCFError
+from ocf.format.index.decoding import PART_FEATURE
+from ocf.format.object_graph import Node, encode_graph
+from ocf.format.storage.location import StorageOptions, locate
+from ocf.format.writer import Writer
+from ocf.v1 import index_pb2
+
+
+@dataclass(frozen=True)
+class Slice:
+    """The box of a partitioned tensor that one process holds.
+
+    ``value`` holds the elements of the box that starts at ``start`` in the
+    tensor of global shape ``shape``; the parts of a save together hold every
+    element exactly once [R-PART-005].
+    """
+
+    value: object  # an array, or anything np.asarray accepts
+    start: Sequence[int]
+    shape: Sequence[int]
+
+
+class PartWriter(Writer):
+    """Writes part ``part`` of the ``parts`` parts of save ``save_id`` into ``path``.
+
+    Use it like :class:`ocf.Writer` (``write``, ``write_slice``, then
+    ``commit``, or as a context manager). A tensor may be written whole by
+    one part, or in slices by one or several parts; only part 0 may carry
+    metadata and an object graph, which may name tensors of any part
+    [R-PART-005]. Options are those of :class:`ocf.Writer` for the directory
+    form (compression, chunk_size, max_shard_size, threads, write_id), and
+    ``tile_bytes``.
+
+    ``tile_bytes`` (default None: no tiles) stores every box of a tensor of
+    rank 2 or more, and every such tensor written whole with more than one
+    element, as a grid of tiles of about that many bytes, each tile a slice of
+    its own (:mod:`ocf.distributed.parts.tiling`). The grid depends on the tensor's global
+    shape only and splits every dimension into about the same number of
+    tiles, so that a reader that wants any band of the tensor, along any
+    dimension, reads the tiles it overlaps and not every chunk of the boxes
+    (a box in C order is one run of chunks). A tensor gets at most
+    :data:`~ocf.distributed.parts.tiling.MAX_GRID_TILES` tiles in its grid (larger tiles
+    for larger tensors); a box at most its share of
+    :data:`~ocf.distributed.parts.tiling.TILE_BUDGET`. The cost is in the index: one slice
+    record per tile (a block row, its chunk checksums, and a start and an
+    extent per dimension). Tensors of rank 0 or 1 and byte strings are not
+    tiled; ``chunk_size`` still chunks each tile.
+
+    It uses only the public extension points of :class:`ocf.Writer`: its
+    slices need not tile (:attr:`slices_must_tile`), its index is published
+    under its part file name (:attr:`index_name`) and deletes nothing, and
+    :meth:`finish_index` marks it a part index.
+    """
+
+    # Other parts hold the rest of a tensor: the boxes of this part need only be
+    # disjoint; the merge checks that all parts tile the shape [R-PART-001].
+    slices_must_tile = False
+
+    def __init__(self, path: str | os.PathLike[str], *, part: int, parts: int, save_id: str,
+                 metadata: Mapping[str, object] | None = None,
+                 storage_options: StorageOptions | None = None, tile_bytes: int | None = None,
+                 **options: object) -> None:
+        check_save(save_id, parts)
+        if tile_bytes is not None and (isinstance(tile_bytes, bool)
+                                       or not isinstance(tile_bytes, int) or tile_bytes < 1):
+            raise InvalidError(f"tile_bytes must be a positive int or None, not {tile_bytes!r}")
+        self.tile_bytes = tile_bytes
+        self._keys: set[str] = set()  # written so far, whole or in slices
+        if isinstance(part, bool) or not isinstance(part, int) or not 0 <= part < parts:
+            raise InvalidError(f"part number {part!r} is not in [0, {parts})",
+                               requirement="R-PART-001")
+        if metadata and part != 0:
+            raise InvalidError("only part 0 carries the checkpoint's metadata", path=path,
+                               requirement="R-PART-005")
+        self.part, self.parts, self.save_id = part, parts, save_id
+        self._part_graph: list[Node] | None = None
+        target = locate(path, storage_options)  # an object store needs no directory
+        if isinstance(target, Path):
+            _make_directory(target)
+        super().__init__(target, layout="directory", metadata=metadata,
+                         **options)  # type: ignore[arg-type]
+
+    @property
+    def file_name(self) -> str:
+        """The name under which this part's index is published."""
+        return part_file_name(self.save_id, self.part)
+
+    @property
+    def index_name(self) -> str:
+        return self.file_name
+
+    def write(self, key: str, array: np.ndarray) -> None:
+        """Store ``array`` whole under ``key``: in tiles when ``tile_bytes`` asks for them."""
+        array = np.asarray(array)
+        origin = (0,) * array.ndim
+        if key not in self._keys and _wants_tiles(self.tile_bytes, array, origin, array.shape):
+            self.write_slice(key, array, origin, array.shape)
+        else:
+            super().write(key, array)
+            self._keys.add(key)
+
+    def write_slice(self, key: str, array: np.ndarray, start: Sequence[int],
+                    shape: Sequence[int]) -> None:
+        """Store ``array`` as the box at ``start`` of the tensor ``key`` of global
+        ``shape``; as tiles, each a slice, when ``tile_bytes`` asks for them."""
+        array = np.asarray(array)
+        if not _wants_tiles(self.tile_bytes, array, start, shape):
+            super().write_slice(key, array, start, shape)
+            self._keys.add(key)
+            return
+        origin = tuple(int(x) for x in start)
+        for tile_start, tile_extent in tiles_of((origin, array.shape), shape,
+                                                array.dtype.itemsize, self.tile_bytes or 1):
+            window = tuple(slice(t - o, t - o + e)
+                           for t, o, e in zip(tile_start, origin, tile_extent))
+            super().write_slice(key, array[window], tile_start, shape)
+            self._keys.add(key)
+
+    def write_tensors(self, tensors: Mapping[str, object]) -> None:
+        """Write each value: whole for an array, as its box for a :class:`Slice`."""
+        for key, value in tensors.items():
+            if isinstance(value, Slice):
+                self.write_slice(key, np.asarray(value.value), value.start, value.shape)
+            else:
+                self.write(key, np.asarray(value))
+
+    def set_object_graph(self, nodes: Sequence[Node]) -> None:
+        """Give the checkpoint its object graph (part 0 only; checked at the merge)."""
+        if self.part != 0:
+            raise InvalidError("only part 0 carries the checkpoint's object graph",
+                               path=self.target, requirement="R-PART-005")
+        self._part_graph = list(nodes)
+
+    def finish_index(self, index: index_pb2.Index) -> None:
+        """Mark the index a part index of this save [R-PART-001]."""
+        index.header.required_features.append(PART_FEATURE)
+        index.part.save_id = self.save_id
+        index.part.number = self.part
+        index.part.count = self.parts
+        if self._part_graph is not None:
+            # Its attribute keys may name other parts' tensors: the merge checks it.
+            encode_graph(self._part_graph, index.object_graph)
+
+
+def _make_directory(target: Path) -> None:
+    """Create the checkpoint directory, which every part may be the first to need.
+
+    Several processes run this at once, so it never asks "does it exist?"
+    before creating: mkdir with exist_ok succeeds whoever wins the race, and
+    only then is the result checked.
+    """
+    with contextlib.suppress(FileExistsError):  # raised when a file has the name
+        target.mkdir(parents=True, exist_ok=True)
+    if not target.is_dir():
+        raise InvalidError("target exists and is not a directory", path=target)
+    fsync_dir(target.absolute().parent)  # the directory's name is durable
+
+
+def write_part(path: str | os.PathLike[str], tensors: Mapping[str, object], *, part: int,
+               parts: int, save_id: str, metadata: Mapping[str, object] | None = None,
+               object_graph: Sequence[Node] | None = None, **options: Any) -> None:
+    """Write and publish one part: ``tensors`` maps keys to arrays or :class:`Slice`."""
+    writer = PartWriter(path, part=part, parts=parts, save_id=save_id, metadata=metadata,
+                        **options)
+    with writer:
+        writer.write_tensors(tensors)
+        if object_graph is not None:
+            writer.set_object_graph(object_graph)
+
+
+def _wants_tiles(tile_bytes: int | None, array: np.ndarray, start: Sequence[int],
+                 shape: Sequence[int]) -> bool:
+    """Whether to store this box in tiles: asked for, rank 2 or more, a fixed-size
+    dtype, and a valid box of more than one element (anything else goes to
+    :class:`ocf.Writer` untouched, which stores it or refuses it as ever)."""
+    if tile_bytes is None or array.ndim < 2 or array.size <= 1:
+        return False
+    try:
+        fixed = not dtypes.for_array(array).is_bytes
+        start, shape = tuple(int(x) for x in start), tuple(int(x) for x in shape)
+    except (OCFError, TypeError, ValueError):
+        return False
+    return fixed and len(start) == len(shape) == array.ndim and all(
+        b >= 0 and b + e <= d for b, e, d in zip(start, array.shape, shape))

@@ -1,0 +1,255 @@
+"""Multi-writer checkpoints on torch.distributed (spec/parts.md).
+
+:func:`save` is collective: every rank of the process group writes its part
+of one checkpoint into a directory that all ranks see (the tensors it owns
+whole, and its boxes of partitioned tensors as :class:`ocf.distributed.parts.Slice`),
+rank 0 merges once every rank reports its part written, and every rank
+returns only when the checkpoint is committed, or raises the same error
+when it is not. No tensor travels between ranks; only a save id and small
+status records do, through the group's collectives, so the same code runs
+on gloo (CPU) and NCCL.
+
+:func:`load` is not collective: each rank reads the regions it owns,
+whatever partitioning wrote them, reading only the stored chunks that hold
+them (:meth:`ocf.Reader.get_slice`), and says how many bytes that took.
+
+:func:`save_numbered` saves ``<directory>/ckpt-<n>`` and lets rank 0 record
+it in ``checkpoint.json`` (:class:`ocf.CheckpointManager`), so that
+:func:`ocf.latest_checkpoint` names it only once it is committed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from ocf.distributed.parts import Slice, merge_parts, new_save_id, write_part
+from ocf.format.errors import ERROR_CLASSES, Category, OCFError
+from ocf.format.object_graph import Node
+from ocf.format.reader import Reader
+from ocf.format.storage.location import join_path, url_scheme
+from ocf.objects.manager import CheckpointManager
+from ocf.torch.tensors import from_numpy, to_numpy
+
+Region = Sequence[slice] | slice | None
+# Chunk size of distributed saves unless the caller chooses one: a reader that
+# wants another partitioning than the writers' reads whole chunks (each is
+# checksummed), and 64 KiB chunks keep that within a few percent of the
+# bytes it needs (python/benchmarks/bench_distributed.py), at 4 bytes of
+# index per chunk.
+RESHARD_CHUNK_SIZE = 64 << 10
+# Tile size of distributed saves unless the caller chooses one (tile_bytes=None
+# stores each box as one slice): every box of a tensor of rank 2 or more is
+# stored as a grid of tiles of about this many bytes, each a slice of its own
+# (ocf.distributed.parts.tiling), so that a reader that partitions the tensor along
+# another dimension than the writers (columns of a tensor saved by rows) reads
+# the tiles its region overlaps, not every chunk of every box. The grid splits
+# each dimension into about as many tiles, at most 1024 tiles per tensor
+# (larger tensors get larger tiles). The cost is one slice record per tile in
+# the index, a few tens of bytes.
+RESHARD_TILE_BYTES = 16 << 10
+# What a rank reports of its step: None when it succeeded, else the error's
+# class name, category (None outside OCF's), message, path, key and requirement.
+_Status = tuple[str, str | None, str, str | None, str | None, str | None] | None
+
+
+class SaveError(RuntimeError):
+    """A collective save failed for a reason outside OCF's error categories."""
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """What :func:`load` read on this rank."""
+
+    tensors: dict[str, torch.Tensor]
+    bytes_read: int  # stored bytes read (whole chunks, for their checksums)
+    bytes_needed: int  # bytes of the regions asked for
+
+
+def save(path: str | os.PathLike[str], tensors: Mapping[str, object], *,
+         metadata: Mapping[str, object] | None = None,
+         object_graph: Sequence[Node] | None = None,
+         group: dist.ProcessGroup | None = None, **options: object) -> None:
+    """Write this rank's ``tensors`` as its part of the checkpoint at ``path``.
+
+    Call on every rank of ``group`` with the same ``path``. Values are
+    tensors or arrays (stored whole, owned by this rank alone) or
+    :class:`ocf.distributed.parts.Slice` boxes of tensors partitioned across ranks.
+    Rank 0's ``metadata`` and ``object_graph`` are stored; other ranks' are
+    ignored. ``options`` go to the writer (compression, chunk_size, which is
+    :data:`RESHARD_CHUNK_SIZE` unless given, tile_bytes, which is
+    :data:`RESHARD_TILE_BYTES` unless given: tensors of rank 2 or more are
+    stored in tiles, one slice record each in the index; see
+    :class:`ocf.distributed.parts.PartWriter`).
+    Raises on every rank if any rank fails to write its part or the merge
+    refuses the parts; the checkpoint is then not committed.
+    """
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
+    options.setdefault("chunk_size", RESHARD_CHUNK_SIZE)
+    options.setdefault("tile_bytes", RESHARD_TILE_BYTES)
+    save_id = _from_rank_0(new_save_id() if rank == 0 else None, group)
+    assert isinstance(save_id, str)
+
+    def write() -> None:
+        write_part(path, {key: _numpy(key, value) for key, value in tensors.items()},
+                   part=rank, parts=world, save_id=save_id,
+                   metadata=metadata if rank == 0 else None,
+                   object_graph=object_graph if rank == 0 else None, **options)
+
+    store = options.get("storage_options")
+    _collective(write, lambda: merge_parts(path, save_id=save_id, parts=world,
+                                           storage_options=store),  # type: ignore[arg-type]
+                group)
+
+
+def save_numbered(directory: str | os.PathLike[str], number: int,
+                  tensors: Mapping[str, object], *, max_to_keep: int | None = 5,
+                  group: dist.ProcessGroup | None = None, **options: Any) -> str:
+    """:func:`save` to ``<directory>/ckpt-<number>``, then record it as the latest.
+
+    Rank 0 records the committed checkpoint in ``<directory>/checkpoint.json``
+    and deletes the ones beyond ``max_to_keep`` (:class:`ocf.CheckpointManager`);
+    a save that fails leaves the previous latest checkpoint in place.
+    ``directory`` may be a URL of an object store (``s3://bucket/run``), with
+    ``storage_options`` among ``options``.
+    """
+    path = join_path(directory, f"ckpt-{number}")
+    save(path, tensors, group=group, **options)
+    store = options.get("storage_options")
+
+    def record() -> None:
+        manager = CheckpointManager(_Committed(path), directory, max_to_keep=max_to_keep,
+                                    storage_options=store)
+        manager.save(checkpoint_number=number)
+
+    _collective(lambda: None, record, group)
+    return path
+
+
+def load(path: str | os.PathLike[str], wanted: Mapping[str, Region], *,
+         verify: bool = True, storage_options: Mapping[str, Any] | None = None) -> Loaded:
+    """Read on this rank the region of each key that it owns.
+
+    ``wanted`` maps a key to a region (a slice, or one slice per leading
+    dimension) or to None for the whole tensor. Only the stored chunks that
+    overlap a region are read, whatever partitioning saved it. ``path`` may
+    be a URL of an object store (``storage_options`` go to fsspec).
+    """
+    out: dict[str, torch.Tensor] = {}
+    needed = 0
+    with Reader(path, verify=verify, storage_options=storage_options) as reader:
+        for key, region in wanted.items():
+            array = reader.read_tensor(key) if region is None else \
+                reader.get_slice(key, tuple(region) if isinstance(region, Sequence) else region)
+            needed += array.nbytes
+            out[key] = from_numpy(array, key)
+        return Loaded(out, reader.bytes_read, needed)
+
+
+def region_of(shape: Sequence[int], part: int, parts: int, axis: int = 0) -> tuple[slice, ...]:
+    """The box of ``shape`` that part ``part`` of ``parts`` owns when ``axis`` is split
+    into near-equal runs (the first ``shape[axis] % parts`` runs one longer)."""
+    size = shape[axis]
+    base, extra = divmod(size, parts)
+    start = part * base + min(part, extra)
+    stop = start + base + (1 if part < extra else 0)
+    return tuple(slice(start, stop) if d == axis else slice(None) for d in range(len(shape)))
+
+
+# -- collectives -----------------------------------------------------------------------------
+
+
+def _collective(step: Callable[[], None], on_rank_0: Callable[[], None],
+                group: dist.ProcessGroup | None) -> None:
+    """Run ``step`` on every rank; if all succeed, ``on_rank_0`` on rank 0; then every
+    rank returns, or raises the first failure, the same on every rank."""
+    statuses: list[_Status] = [None] * dist.get_world_size(group)
+    status = _attempt(step, group)
+    try:
+        dist.all_gather_object(statuses, status, group=group)
+        failed = next((s for s in statuses if s is not None), None)
+        if failed is None and dist.get_rank(group) == 0:
+            failed = _attempt(on_rank_0, group)
+        outcome = _from_rank_0(failed, group)
+    except RuntimeError as exc:  # a rank died or timed out: the group is broken
+        raise SaveError(f"the process group failed during a collective save (a rank crashed "
+                        f"or timed out); this rank's part was "
+                        f"{'written' if status is None else 'not written'}: {exc}") from exc
+    if outcome is not None:
+        raise _error(outcome)
+
+
+def _attempt(step: Callable[[], None], group: dist.ProcessGroup | None) -> _Status:
+    """Run ``step``; what went wrong, as plain values every rank can receive.
+
+    A failure names the rank in ``group``, the numbering its callers use."""
+    try:
+        step()
+    except OCFError as exc:
+        return (type(exc).__name__, exc.category.value, exc.detail, exc.path, exc.key,
+                exc.requirement)
+    except Exception as exc:  # the rank's environment (disk full, ...): still reported
+        rank = dist.get_rank(group)
+        return (type(exc).__name__, None, f"rank {rank}: {exc}", None, None, None)
+    return None
+
+
+def _error(status: tuple[str, str | None, str, str | None, str | None, str | None]
+           ) -> Exception:
+    name, category, detail, path, key, requirement = status
+    if category is None:
+        return SaveError(f"{name}: {detail}")
+    return ERROR_CLASSES[Category(category)](detail, path=path, key=key,
+                                             requirement=requirement)
+
+
+def _from_rank_0(value: object, group: dist.ProcessGroup | None) -> Any:
+    """Rank 0's ``value`` on every rank."""
+    box = [value]
+    dist.broadcast_object_list(box, group_src=0, group=group)
+    return box[0]
+
+
+def _numpy(key: str, value: object) -> object:
+    """Torch tensors (whole or as a Slice's value) as NumPy arrays, sharing memory."""
+    if isinstance(value, Slice) and isinstance(value.value, torch.Tensor):
+        return Slice(to_numpy(value.value, key), value.start, value.shape)
+    if isinstance(value, torch.Tensor):
+        return to_numpy(value, key)
+    if isinstance(value, (Slice, np.ndarray)):
+        return value
+    return np.asarray(value)
+
+
+def _normalized(path: str) -> str:
+    """A local path made absolute; a URL as it is (abspath would make it a local path)."""
+    return path if url_scheme(path) is not None else os.path.abspath(path)
+
+
+class _Committed:
+    """A :class:`ocf.objects.manager.Saveable` for a checkpoint that :func:`save` committed."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+
+    @property
+    def save_counter(self) -> int:
+        return 0
+
+    def write(self, path: str, storage_options: object = None) -> str:
+        # storage_options: the manager passes them on; save() already used them.
+        if _normalized(path) != _normalized(self._path):
+            raise SaveError(f"checkpoint {self._path!r} was saved, {path!r} asked for")
+        return path
+
+    def save(self, prefix: str) -> str:
+        raise SaveError("save_numbered gives the number")
+
+    def restore(self, path: str) -> object:
+        raise SaveError("restore with ocf.distributed.torch.load")

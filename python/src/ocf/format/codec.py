@@ -1,0 +1,143 @@
+"""Chunk codecs of spec/format.md, "Chunks, codecs and checksums".
+
+A chunk's raw bytes go through an optional byte shuffle [R-CODEC-002] and
+then the codec: stored as they are (CODEC_NONE) or as exactly one
+Zstandard frame (CODEC_ZSTD) [R-CODEC-001]. Decoding is the reverse and
+refuses anything but one complete frame of exactly the expected size.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import numpy as np
+import zstandard
+
+from ocf.format.errors import InvalidError, MalformedError
+from ocf.v1 import tensor_pb2
+
+
+class Compression(enum.Enum):
+    """The codecs a writer can choose, by their names in the API and CLI."""
+
+    NONE = tensor_pb2.CODEC_NONE
+    ZSTD = tensor_pb2.CODEC_ZSTD
+
+    @classmethod
+    def parse(cls, name: str | None) -> Compression:
+        if name is None:
+            return cls.NONE
+        try:
+            return cls[name.upper()]
+        except KeyError:
+            raise InvalidError(
+                f"unknown compression {name!r}; choose one of: none, zstd"
+            ) from None
+
+
+def shuffle(raw: np.ndarray, itemsize: int) -> np.ndarray:
+    """Group byte j of every element together: out[j*m + i] = raw[i*s + j]."""
+    return np.ascontiguousarray(raw.reshape(-1, itemsize).T).reshape(-1)
+
+
+def unshuffle(shuffled: np.ndarray, itemsize: int) -> np.ndarray:
+    """Invert :func:`shuffle`."""
+    return np.ascontiguousarray(shuffled.reshape(itemsize, -1).T).reshape(-1)
+
+
+@dataclass(frozen=True)
+class ChunkEncoder:
+    """Encodes raw chunks for one stored data block."""
+
+    compression: Compression
+    level: int = 3
+    itemsize: int = 1  # element size for the byte shuffle; 1 means no shuffle
+
+    def encode(self, raw: memoryview) -> memoryview | bytes:
+        if self.compression is Compression.NONE:
+            return raw
+        data = raw
+        if self.itemsize > 1:
+            data = shuffle(np.frombuffer(raw, dtype=np.uint8), self.itemsize).data
+        # A compressor per call: ZstdCompressor objects are not thread-safe,
+        # and chunks are compressed on several threads at once.
+        return zstandard.ZstdCompressor(level=self.level, write_content_size=True).compress(
+            data
+        )
+
+
+def decode_zstd(stored: memoryview | bytes, raw_length: int, itemsize: int) -> np.ndarray:
+    """Decode one stored zstd chunk into its ``raw_length`` raw bytes (uint8 array).
+
+    ``itemsize`` > 1 undoes a byte shuffle. Raises MalformedError for anything
+    but exactly one complete frame decoding to exactly ``raw_length`` bytes.
+    The output is bounded by ``raw_length`` before any byte is decoded: a
+    frame without a content size that would expand past it fails at that
+    point, never after decoding the rest [R-CODEC-001].
+    """
+    try:
+        declared = zstandard.frame_content_size(stored)
+    except zstandard.ZstdError:
+        declared = -1  # no readable frame header; _frame_length reports it below
+    if declared not in (-1, raw_length):
+        raise MalformedError(
+            f"zstd frame declares {declared} bytes, the index {raw_length}",
+            requirement="R-CODEC-001",
+        )
+    length = _frame_length(stored)
+    if length != len(stored):
+        what = "followed by extra bytes" if length < len(stored) else "(incomplete frame)"
+        raise MalformedError(
+            f"zstd chunk of {len(stored)} bytes holds a frame of {length} bytes {what}, "
+            "expected exactly one frame", requirement="R-CODEC-001")
+    try:
+        # With no content size in the frame, the output buffer is max_output_size
+        # bytes and decoding fails once the frame would outgrow it.
+        out = zstandard.ZstdDecompressor().decompress(stored, max_output_size=max(raw_length, 1))
+    except zstandard.ZstdError as exc:
+        raise MalformedError(
+            f"undecodable zstd frame, or one that decodes to more than the {raw_length} "
+            f"bytes expected: {exc}", requirement="R-CODEC-001") from None
+    if len(out) != raw_length:
+        raise MalformedError(
+            f"zstd chunk decodes to {len(out)} bytes, expected one frame of {raw_length} bytes",
+            requirement="R-CODEC-001",
+        )
+    raw = np.frombuffer(out, dtype=np.uint8)
+    return unshuffle(raw, itemsize) if itemsize > 1 else raw
+
+
+_FRAME_MAGIC = b"\x28\xb5\x2f\xfd"
+_BLOCK_RLE = 1
+_BLOCK_RESERVED = 3
+_CHECKSUM_FLAG = 0x04  # Content_Checksum_flag of the frame header descriptor
+
+
+def _frame_length(stored: memoryview | bytes) -> int:
+    """The length in bytes of the zstd frame that starts ``stored``.
+
+    Found by walking the block headers (RFC 8878, section 3.1.1), which costs
+    nothing next to decoding and tells exactly where the frame ends, so that
+    bytes after it are refused without decoding them.
+    """
+    view = memoryview(stored)
+    if bytes(view[:4]) != _FRAME_MAGIC:
+        raise MalformedError("not a zstd frame: it does not start with the zstd magic number",
+                             requirement="R-CODEC-001")
+    try:
+        pos = zstandard.frame_header_size(view)
+    except zstandard.ZstdError as exc:
+        raise MalformedError(f"not a zstd frame: {exc}", requirement="R-CODEC-001") from None
+    while True:
+        if pos + 3 > len(view):
+            raise MalformedError("incomplete zstd frame: it ends inside a block header",
+                                 requirement="R-CODEC-001")
+        header = int.from_bytes(view[pos:pos + 3], "little")
+        kind, size = (header >> 1) & 3, header >> 3
+        if kind == _BLOCK_RESERVED:
+            raise MalformedError("zstd block of the reserved type 3", requirement="R-CODEC-001")
+        pos += 3 + (1 if kind == _BLOCK_RLE else size)
+        if header & 1:  # Last_Block
+            break
+    return pos + (4 if view[4] & _CHECKSUM_FLAG else 0)

@@ -1,0 +1,3 @@
+"""The checkpoint index (spec/format.md, "The index"): its validated model,
+its tensor and block tables, and its decoding.
+"""

@@ -1,0 +1,137 @@
+"""Decoding and validating a checkpoint index (spec/format.md).
+
+:func:`decode_index` turns the index bytes of an index file into an
+:class:`IndexModel`. Every rule the spec puts on the index alone is checked
+before any tensor byte is read: the protobuf parses, required features are
+known, shard names are safe file names, and the tensor and block tables
+are consistent (:mod:`ocf.format.index.tables`). Checks that need the file system
+(shard files exist with the recorded length) belong to the reader.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from google.protobuf.message import DecodeError
+
+from ocf.format.container import INDEX_FILE_NAME, PREAMBLE_SIZE
+from ocf.format.errors import (
+    InvalidError,
+    LimitExceededError,
+    MalformedError,
+    UnknownRequiredFeatureError,
+)
+from ocf.format.index.model import ShardInfo
+from ocf.format.index.tables import Tables
+from ocf.format.limits import MAX_FILE_OFFSET, MAX_SHARDS
+from ocf.format.metadata import MetadataValue, decode_map
+from ocf.v1 import index_pb2, object_graph_pb2
+
+# Feature names this implementation understands [R-FEAT-001]. Format 1.0
+# defines none [R-FEAT-002].
+SUPPORTED_FEATURES: frozenset[str] = frozenset()
+# Marks a part index (spec/parts.md): understood only by the merge, so that
+# every reader of checkpoints refuses a part index [R-PART-001].
+PART_FEATURE = "part"
+
+SHARD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
+# Names Windows reserves for devices, with or without an extension [R-SHARD-005].
+_DEVICE_NAMES = frozenset(
+    ["CON", "PRN", "AUX", "NUL"] + [f"{p}{i}" for p in ("COM", "LPT") for i in range(1, 10)]
+)
+
+
+@dataclass(frozen=True)
+class IndexModel:
+    """A decoded, validated index."""
+
+    required_features: tuple[str, ...]
+    writer: str
+    shards: tuple[ShardInfo, ...]
+    tensors: Tables
+    metadata: dict[str, MetadataValue]
+    # The stored object graph, checked only when read (ocf.format.object_graph); None for a
+    # name-based checkpoint.
+    graph_message: object_graph_pb2.ObjectGraph | None
+    # The identity of a part index (spec/parts.md); None in a checkpoint.
+    part: index_pb2.Part | None = None
+
+
+def decode_index(data: bytes, path: str, index_offset: int, *, part: bool = False
+                 ) -> IndexModel:
+    """Parse and validate the index bytes of the index file at ``path``.
+
+    ``part`` decodes a part index (spec/parts.md) for a merge: the feature
+    ``part`` is then understood, and the boxes of a sliced tensor need not
+    cover its shape, since other parts hold the rest [R-PART-001].
+    """
+    message = index_pb2.Index()
+    try:
+        message.ParseFromString(data)
+    except (DecodeError, RecursionError, ValueError) as exc:
+        raise MalformedError(f"index does not parse as ocf.v1.Index: {exc}", path=path,
+                             requirement="R-FILE-007") from None
+    known = SUPPORTED_FEATURES | {PART_FEATURE} if part else SUPPORTED_FEATURES
+    unknown = [f for f in message.header.required_features if f not in known]
+    if PART_FEATURE in unknown:
+        raise UnknownRequiredFeatureError(
+            "this is the part index of one writer of a save, not a checkpoint: merge the "
+            "parts (ocf.distributed.parts.merge_parts) and open the checkpoint", path=path,
+            requirement="R-PART-003")
+    if unknown:
+        raise UnknownRequiredFeatureError(
+            f"checkpoint requires features this reader does not implement: {', '.join(unknown)}",
+            path=path, requirement="R-FEAT-001")
+    shards = check_shards(list(message.shards), path, index_offset)
+    tensors = Tables(message.tensors, message.blocks, shards, path, partial=part)
+    try:
+        metadata = decode_map(message.metadata)
+    except LimitExceededError as exc:
+        raise LimitExceededError(exc.detail, path=path, requirement=exc.requirement) from None
+    graph = message.object_graph if message.HasField("object_graph") else None
+    return IndexModel(tuple(message.header.required_features), message.header.writer, shards,
+                      tensors, metadata, graph,
+                      message.part if part and message.HasField("part") else None)
+
+
+def check_shards(shards: list[index_pb2.Shard], path: str, index_offset: int
+                 ) -> tuple[ShardInfo, ...]:
+    """Check the shard list on the index alone, without touching the file system."""
+    if len(shards) > MAX_SHARDS:
+        raise LimitExceededError(f"{len(shards)} shards, above the limit of {MAX_SHARDS}",
+                                 path=path, requirement="R-LIMIT-002")
+    seen: set[str] = set()
+    result = []
+    for shard in shards:
+        name = shard.path
+        if name in seen:
+            raise InvalidError(f"shard path {name!r} is listed twice", path=path,
+                               requirement="R-SHARD-003")
+        seen.add(name)
+        if name == "":
+            result.append(ShardInfo("", 0, index_offset))
+            continue
+        if not SHARD_NAME.fullmatch(name) or name == INDEX_FILE_NAME:
+            raise InvalidError(f"shard path {name!r} is not a plain file name of [A-Za-z0-9._-] "
+                               "starting with a letter or digit", path=path,
+                               requirement="R-SHARD-001")
+        if not PREAMBLE_SIZE <= shard.length <= MAX_FILE_OFFSET:
+            raise InvalidError(f"shard {name!r} length {shard.length} is outside [64, 2^63)",
+                               path=path, requirement="R-SHARD-002")
+        result.append(ShardInfo(name, shard.length, shard.length))
+    _check_portable([s.path for s in result if s.path], path)
+    return tuple(result)
+
+
+def _check_portable(names: list[str], path: str) -> None:
+    """Refuse names that clash or are special on case-insensitive or Windows file systems."""
+    folded: set[str] = set()
+    for name in names:
+        upper = name.upper()
+        if upper in folded or upper == INDEX_FILE_NAME.upper() or name.endswith(".") or \
+                upper.split(".", 1)[0] in _DEVICE_NAMES:
+            raise InvalidError(f"shard path {name!r} is not portable: it clashes with another "
+                               "name or index.ocf ignoring case, is a device name, or ends "
+                               "with '.'", path=path, requirement="R-SHARD-005")
+        folded.add(upper)

@@ -1,0 +1,464 @@
+"""The tensor and block tables of an index: checks and lazy per-tensor views.
+
+spec/format.md, "Tensor table" and "Block table". The tables are columns,
+so they are checked here with array operations over all tensors at once;
+that is what keeps opening a checkpoint of 20,000 tensors fast. A
+:class:`TensorInfo` is built only when a tensor is asked for.
+
+Every size computation is done so that it cannot overflow: values are
+bounded before they are added or multiplied, or compared by division.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from itertools import accumulate
+from math import prod
+from typing import NoReturn
+
+import numpy as np
+
+from ocf.format import dtypes
+from ocf.format.codec import Compression
+from ocf.format.container import ALIGNMENT, PREAMBLE_SIZE
+from ocf.format.errors import InvalidError, LimitExceededError
+from ocf.format.index.model import Block, Piece, ShardInfo, TensorInfo
+from ocf.format.limits import (
+    MAX_CHUNK_SIZE,
+    MAX_CHUNKS_PER_BLOCK,
+    MAX_ELEMENTS,
+    MAX_FILE_OFFSET,
+    MAX_KEY_BYTES,
+    MAX_RANK,
+    MAX_SLICES_PER_TENSOR,
+    MAX_TENSORS,
+    MAX_ZSTD_RATIO,
+    MIN_CHUNK_SIZE,
+    nonzero_product,
+)
+from ocf.format.slicing import boxes_disjoint, boxes_tile
+from ocf.v1 import tensor_pb2
+
+_U64 = np.uint64
+_CODECS: dict[int, Compression] = {int(c.value): c for c in Compression}
+# Item size by dtype code (0 for byte strings, -1 for undefined codes).
+_ITEMSIZE = np.full(max(dtypes.BY_CODE) + 1, -1, dtype=np.int64)
+for _row in dtypes.TABLE:
+    _ITEMSIZE[_row.code] = _row.itemsize
+_NUMPY_BY_CODE = np.empty(len(_ITEMSIZE), dtype=object)
+for _row in dtypes.TABLE:
+    _NUMPY_BY_CODE[_row.code] = _row.numpy
+
+
+def _u64(values: object) -> np.ndarray:
+    return np.fromiter(values, dtype=_U64)  # type: ignore[call-overload, no-any-return]
+
+
+class Tables(Mapping[str, TensorInfo]):
+    """The checked tables of one index: a mapping from key to TensorInfo."""
+
+    def __init__(self, tensors: tensor_pb2.TensorTable, blocks: tensor_pb2.BlockTable,
+                 shards: tuple[ShardInfo, ...], path: str, *, partial: bool = False) -> None:
+        self.path = path
+        # The tables of a part index (spec/parts.md): a sliced tensor's boxes are
+        # disjoint but may leave gaps that other parts fill [R-PART-001].
+        self._partial = partial
+        self._infos: dict[int, TensorInfo] = {}
+        self._column_lists: _ColumnLists | None = None
+        self._crc_array: np.ndarray | None = None
+        self._check_tensor_columns(tensors)
+        self._check_keys()
+        self._check_shapes()
+        self._check_block_columns(blocks)
+        self._check_slices()
+        self._check_blocks(shards)
+        self._check_chunks()
+        self._check_overlaps()
+
+    # -- mapping interface ----------------------------------------------------
+
+    def __getitem__(self, key: str) -> TensorInfo:
+        i = self._rows[key]
+        info = self._infos.get(i)
+        if info is None:
+            info = self._infos[i] = self._build(i)
+        return info
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._rows
+
+    # -- failing --------------------------------------------------------------
+
+    def _fail(self, cls: type[InvalidError] | type[LimitExceededError], message: str,
+              requirement: str, row: int | None = None) -> NoReturn:
+        key = None if row is None else self._keys[row]
+        raise cls(message, path=self.path, key=key, requirement=requirement)
+
+    def _fail_first(self, bad: np.ndarray, cls: type[InvalidError] | type[LimitExceededError],
+                    message: str, requirement: str, *, by_block: bool = True) -> None:
+        """Fail naming the first tensor where ``bad`` (per block or per tensor) is true."""
+        hits = np.flatnonzero(bad)
+        if hits.size:
+            first = int(hits[0])
+            self._fail(cls, message, requirement,
+                       int(self._block_tensor[first]) if by_block else first)
+
+    # -- tensor table ---------------------------------------------------------
+
+    def _check_tensor_columns(self, t: tensor_pb2.TensorTable) -> None:
+        self._keys: list[str] = list(t.keys)
+        n = len(self._keys)
+        if n > MAX_TENSORS:
+            self._fail(LimitExceededError, f"{n} tensors, above the limit of {MAX_TENSORS}",
+                       "R-LIMIT-002")
+        self._dtypes = np.fromiter(t.dtypes, dtype=np.int64)
+        self._ranks = np.fromiter(t.ranks, dtype=np.int64)
+        self._slice_counts = np.fromiter(t.slice_counts, dtype=np.int64)
+        if not len(self._dtypes) == len(self._ranks) == len(self._slice_counts) == n:
+            self._fail(InvalidError, f"tensor table columns differ in length: {n} keys, "
+                       f"{len(self._dtypes)} dtypes, {len(self._ranks)} ranks, "
+                       f"{len(self._slice_counts)} slice counts", "R-TABLE-001")
+        self._dims = _u64(t.dims)
+        if int(self._ranks.sum()) != len(self._dims):
+            self._fail(InvalidError, f"ranks add up to {int(self._ranks.sum())}, dims holds "
+                       f"{len(self._dims)} values", "R-TABLE-001")
+
+    def _check_keys(self) -> None:
+        keys = self._keys
+        for i, key in enumerate(keys):
+            if not key or "\0" in key:
+                self._fail(InvalidError, "tensor key is empty or contains NUL", "R-TENSOR-001",
+                           i)
+        # A character takes at most 4 bytes in UTF-8: encode only keys that may be long.
+        for key in keys:
+            if len(key) * 4 > MAX_KEY_BYTES and len(key.encode("utf-8")) > MAX_KEY_BYTES:
+                raise LimitExceededError(
+                    f"key is {len(key.encode('utf-8'))} bytes, above the limit of "
+                    f"{MAX_KEY_BYTES}", path=self.path, key=key[:64] + "...",
+                    requirement="R-TENSOR-001")
+        self._rows = {key: i for i, key in enumerate(keys)}
+        if len(self._rows) != len(keys):
+            seen: set[str] = set()
+            for i, key in enumerate(keys):
+                if key in seen:
+                    self._fail(InvalidError, "key appears twice", "R-TENSOR-001", i)
+                seen.add(key)
+
+    def _check_shapes(self) -> None:
+        codes = self._dtypes
+        defined = (codes >= 0) & (codes < len(_ITEMSIZE))
+        defined[defined] = _ITEMSIZE[codes[defined]] >= 0
+        self._fail_first(~defined, InvalidError, "dtype value is not defined", "R-TENSOR-002",
+                         by_block=False)
+        self._fail_first(self._ranks > MAX_RANK, LimitExceededError,
+                         f"rank is above the limit of {MAX_RANK}", "R-TENSOR-003",
+                         by_block=False)
+        self._dim_start = np.cumsum(self._ranks) - self._ranks
+        self._counts = self._element_counts()
+
+    def _element_counts(self) -> np.ndarray:
+        """Element count of each tensor, after checking the limit on each."""
+        counts = np.ones(len(self._keys), dtype=_U64)
+        shaped = np.flatnonzero(self._ranks > 0)
+        if not shaped.size:
+            return counts
+        starts = self._dim_start[shaped]
+        # Zero dimensions are left out of the limit so it does not depend on
+        # their order; a float estimate finds the rows worth an exact check
+        # (0.5 under log2(MAX_ELEMENTS) = 58, far more than its rounding error).
+        logs = np.log2(np.maximum(self._dims, 1).astype(np.float64))
+        for row in shaped[np.add.reduceat(logs, starts) > 57.5].tolist():
+            if nonzero_product(self.shape(row)) > MAX_ELEMENTS:
+                self._fail(LimitExceededError, f"shape {list(self.shape(row))}: its non-zero "
+                           "dimensions multiply to more than 2^58", "R-TENSOR-003", row)
+        counts[shaped] = np.multiply.reduceat(self._dims, starts)
+        return counts
+
+    def shape(self, row: int) -> tuple[int, ...]:
+        start = int(self._dim_start[row])
+        return tuple(self._dims[start : start + int(self._ranks[row])].tolist())
+
+    # -- block table ----------------------------------------------------------
+
+    def _check_block_columns(self, b: tensor_pb2.BlockTable) -> None:
+        counts = self._slice_counts
+        self._fail_first(counts > MAX_SLICES_PER_TENSOR, LimitExceededError,
+                         f"more than {MAX_SLICES_PER_TENSOR} slices", "R-SLICE-004",
+                         by_block=False)
+        per_tensor = np.maximum(counts, 1)
+        self._first_block = np.cumsum(per_tensor) - per_tensor
+        self._block_tensor = np.repeat(np.arange(len(self._keys)), per_tensor)
+        m = int(per_tensor.sum())
+        self._shards = np.fromiter(b.shards, dtype=np.int64)
+        self._offsets = _u64(b.offsets)
+        self._stored = _u64(b.stored_lengths)
+        self._raw = _u64(b.raw_lengths)
+        self._codecs = np.fromiter(b.codecs, dtype=np.int64)
+        self._shuffles = np.fromiter(b.byte_shuffles, dtype=bool)
+        self._chunk_sizes = _u64(b.chunk_sizes)
+        lengths = [len(c) for c in (self._shards, self._offsets, self._stored, self._raw,
+                                    self._codecs, self._shuffles, self._chunk_sizes)]
+        if any(length != m for length in lengths):
+            self._fail(InvalidError, f"the tensors need {m} blocks, the block table columns "
+                       f"hold {lengths} values", "R-TABLE-002")
+        self._crcs = list(b.chunk_crcs)
+        self._chunk_stored = _u64(b.chunk_stored_lengths)
+        self._slice_starts = _u64(b.slice_starts)
+        self._slice_extents = _u64(b.slice_extents)
+
+    def _check_slices(self) -> None:
+        """Check the boxes of sliced tensors; count the elements of every block."""
+        self._block_counts = self._counts[self._block_tensor]
+        sliced = np.flatnonzero(self._slice_counts > 0)
+        box_values = int((self._ranks[sliced] * self._slice_counts[sliced]).sum())
+        if not len(self._slice_starts) == len(self._slice_extents) == box_values:
+            self._fail(InvalidError, f"sliced tensors need {box_values} slice_starts and "
+                       f"slice_extents values, the table holds {len(self._slice_starts)} and "
+                       f"{len(self._slice_extents)}", "R-TABLE-002")
+        self._box_start: dict[int, int] = {}
+        at = 0
+        for row in sliced.tolist():
+            shape, rank = self.shape(row), int(self._ranks[row])
+            if prod(shape) == 0:
+                self._fail(InvalidError, "a tensor with no elements must be stored whole",
+                           "R-SLICE-002", row)
+            boxes = []
+            for j in range(int(self._first_block[row]),
+                           int(self._first_block[row] + self._slice_counts[row])):
+                start = tuple(self._slice_starts[at : at + rank].tolist())
+                extent = tuple(self._slice_extents[at : at + rank].tolist())
+                if any(e < 1 or b + e > d for b, e, d in zip(start, extent, shape)):
+                    self._fail(InvalidError, f"slice start {list(start)} extent {list(extent)} "
+                               f"is not a non-empty box inside shape {list(shape)}",
+                               "R-SLICE-001", row)
+                self._box_start[j] = at
+                self._block_counts[j] = prod(extent)
+                boxes.append((start, extent))
+                at += rank
+            if self._partial and not boxes_disjoint(boxes):
+                self._fail(InvalidError, "slices of the part overlap", "R-PART-001", row)
+            if not self._partial and not boxes_tile(boxes, shape):
+                self._fail(InvalidError, "slices overlap or do not cover the shape exactly",
+                           "R-SLICE-002", row)
+
+    def _check_blocks(self, shards: tuple[ShardInfo, ...]) -> None:
+        self._fail_first((self._shards < 0) | (self._shards >= len(shards)), InvalidError,
+                         f"block names a shard that does not exist ({len(shards)} listed)",
+                         "R-SHARD-001")
+        offsets, stored = self._offsets, self._stored
+        self._fail_first(offsets % _U64(ALIGNMENT) != 0, InvalidError,
+                         f"offset is not a multiple of {ALIGNMENT}", "R-DATA-001")
+        region_end = np.array([s.region_end for s in shards], dtype=_U64)[self._shards]
+        outside = (offsets < PREAMBLE_SIZE) | (offsets > MAX_FILE_OFFSET) | (
+            stored > MAX_FILE_OFFSET)
+        outside |= ~outside & (offsets + np.minimum(stored, MAX_FILE_OFFSET) > region_end)
+        self._fail_first(outside, InvalidError, "stored bytes lie outside the data region "
+                         "of their shard", "R-DATA-002")
+        itemsize = _ITEMSIZE[self._dtypes[self._block_tensor]].astype(_U64)
+        counts, raw = self._block_counts, self._raw
+        strings = itemsize == 0
+        size = np.where(strings, 1, itemsize)
+        wrong = ~strings & ((raw % size != 0) | (raw // size != counts))
+        self._fail_first(wrong, InvalidError, "raw length is not element count x item size",
+                         "R-TENSOR-005")
+        self._fail_first(strings & (raw // _U64(8) < counts), InvalidError,
+                         "raw length cannot hold the string length table", "R-DTYPE-003")
+        known = np.isin(self._codecs, list(_CODECS))
+        self._fail_first(~known, InvalidError, "codec value is not defined", "R-CHUNK-003")
+        plain = self._codecs == Compression.NONE.value
+        self._fail_first(plain & (self._shuffles | (stored != raw)), InvalidError,
+                         "uncompressed data must have stored length equal to raw length and no "
+                         "byte shuffle", "R-CHUNK-003")
+        self._fail_first(self._shuffles & strings, InvalidError,
+                         "byte shuffle needs a fixed-size dtype", "R-CODEC-002")
+
+    def _check_chunks(self) -> None:
+        sizes, raw = self._chunk_sizes, self._raw
+        bad_size = (sizes != 0) & ((sizes % _U64(64) != 0) | (sizes < MIN_CHUNK_SIZE)
+                                   | (sizes > MAX_CHUNK_SIZE))
+        self._fail_first(bad_size, InvalidError, "chunk size is not 0 or a multiple of 64 in "
+                         f"[{MIN_CHUNK_SIZE}, {MAX_CHUNK_SIZE}]", "R-CHUNK-001")
+        divisor = np.where(sizes == 0, np.maximum(raw, 1), sizes)
+        chunks = np.where(raw == 0, 0, raw // divisor + (raw % divisor != 0)).astype(np.int64)
+        self._fail_first(chunks > MAX_CHUNKS_PER_BLOCK, LimitExceededError,
+                         f"more than {MAX_CHUNKS_PER_BLOCK} chunks", "R-LIMIT-002")
+        self._chunk_counts = chunks
+        self._crc_start = np.cumsum(chunks) - chunks
+        if int(chunks.sum()) != len(self._crcs):
+            self._fail(InvalidError, f"the blocks have {int(chunks.sum())} chunks, "
+                       f"chunk_crcs holds {len(self._crcs)} values", "R-CHUNK-002")
+        zstd = self._codecs == Compression.ZSTD.value
+        zstd_chunks = np.where(zstd, chunks, 0)
+        self._stored_start = np.cumsum(zstd_chunks) - zstd_chunks
+        if int(zstd_chunks.sum()) != len(self._chunk_stored):
+            self._fail(InvalidError, f"the zstd blocks have {int(zstd_chunks.sum())} chunks, "
+                       f"chunk_stored_lengths holds {len(self._chunk_stored)} values",
+                       "R-CHUNK-004")
+        self._fail_first(zstd & (chunks == 0) & (self._stored != 0), InvalidError,
+                         "a zstd block without chunks must store no bytes", "R-CHUNK-004")
+        self._check_zstd_chunks(np.flatnonzero(zstd_chunks))
+
+    def _check_zstd_chunks(self, blocks: np.ndarray) -> None:
+        """Stored chunk lengths: at least 1, summing to the block, within zstd's ratio."""
+        if not blocks.size:
+            return
+        lengths = self._chunk_stored
+        chunks = self._chunk_counts[blocks]
+        starts = self._stored_start[blocks]
+        owner = np.repeat(blocks, chunks)
+        bad = np.zeros(len(self._raw), dtype=bool)
+        bad[blocks[self._stored_sums(blocks, chunks, starts) != self._stored[blocks]]] = True
+        bad[owner[lengths < 1]] = True
+        self._fail_first(bad, InvalidError, "zstd chunk stored lengths must each be at least "
+                         "1 and add up to the stored length", "R-CHUNK-004")
+        # Raw length of every zstd chunk: chunk_size, except the last of each block.
+        position = np.arange(len(lengths)) - np.repeat(starts, chunks)
+        size = np.where(self._chunk_sizes[owner] == 0, self._raw[owner],
+                        self._chunk_sizes[owner])
+        last = position == np.repeat(chunks, chunks) - 1
+        raw_chunk = np.where(last, self._raw[owner] - size * position.astype(_U64), size)
+        # Lengths above 2^40 allow any raw chunk (at most 2^54 bytes) anyway.
+        too_dense = raw_chunk > np.minimum(lengths, _U64(1 << 40)) * _U64(MAX_ZSTD_RATIO)
+        hits = np.flatnonzero(too_dense)
+        if hits.size:
+            self._fail(LimitExceededError, "a zstd chunk claims more than 32768 raw bytes per "
+                       "stored byte, more than zstd can produce", "R-CHUNK-004",
+                       int(self._block_tensor[owner[hits[0]]]))
+
+    def _stored_sums(self, blocks: np.ndarray, chunks: np.ndarray, starts: np.ndarray
+                     ) -> np.ndarray:
+        """Sum of each zstd block's chunk stored lengths, exactly (as Python ints when the
+        lengths are so large that 64-bit sums could overflow)."""
+        lengths = self._chunk_stored
+        if lengths.size and int(lengths.max()) < (1 << 39):  # 2^24 chunks x 2^39 < 2^64
+            return np.add.reduceat(lengths, starts)
+        values = lengths.tolist()
+        return np.array([sum(values[a : a + n]) for a, n in zip(starts.tolist(),
+                                                                chunks.tolist())], dtype=object)
+
+    def _check_overlaps(self) -> None:
+        used = np.flatnonzero(self._stored > 0)
+        order = used[np.lexsort((self._offsets[used], self._shards[used]))]
+        if order.size < 2:
+            return
+        ends = self._offsets[order] + self._stored[order]
+        same_shard = self._shards[order[1:]] == self._shards[order[:-1]]
+        clash = np.flatnonzero(same_shard & (ends[:-1] > self._offsets[order[1:]]))
+        if clash.size:
+            a, b = order[clash[0]], order[clash[0] + 1]
+            self._fail(InvalidError, f"stored bytes overlap those of tensor "
+                       f"{self._keys[int(self._block_tensor[a])]!r}", "R-DATA-003",
+                       int(self._block_tensor[b]))
+
+    # -- building views -------------------------------------------------------
+
+    def _lists(self) -> _ColumnLists:
+        # Python lists index far faster than NumPy arrays one value at a time.
+        if self._column_lists is None:
+            self._column_lists = _ColumnLists(self)
+        return self._column_lists
+
+    def _build(self, row: int) -> TensorInfo:
+        c = self._lists()
+        dtype = dtypes.BY_CODE[c.dtypes[row]]
+        shape = tuple(c.dims[c.dim_start[row] : c.dim_start[row] + c.ranks[row]])
+        first = c.first_block[row]
+        count = c.slice_counts[row]
+        if count == 0:
+            return TensorInfo(self._keys[row], dtype, shape, self._block(c, first), ())
+        rank = len(shape)
+        pieces = []
+        for j in range(first, first + count):
+            at = self._box_start[j]
+            pieces.append(Piece(tuple(c.slice_starts[at : at + rank]),
+                                tuple(c.slice_extents[at : at + rank]), self._block(c, j)))
+        return TensorInfo(self._keys[row], dtype, shape, None, tuple(pieces))
+
+    def split_small_plain(self, keys: list[str], max_bytes: int
+                          ) -> tuple[SmallPlain, list[str]]:
+        """Split ``keys`` into small tensors read in batches and all others.
+
+        Small means stored whole, uncompressed, in one chunk of 1 to
+        ``max_bytes`` bytes, with a fixed-size dtype. They are described
+        column-wise, sorted by (shard, offset), without building TensorInfos.
+        """
+        rows = np.fromiter(map(self._rows.__getitem__, keys), dtype=np.int64, count=len(keys))
+        blocks = self._first_block[rows]
+        raw = self._raw[blocks]
+        small = ((self._slice_counts[rows] == 0) & (self._codecs[blocks] == Compression.NONE.value)
+                 & (raw > 0) & (raw <= max_bytes) & (_ITEMSIZE[self._dtypes[rows]] > 0)
+                 & (self._chunk_counts[blocks] == 1))
+        others = [keys[i] for i in np.flatnonzero(~small).tolist()]
+        rows, blocks = rows[small], blocks[small]
+        order = np.lexsort((self._offsets[blocks], self._shards[blocks]))
+        rows, blocks = rows[order], blocks[order]
+        c = self._lists()
+        if self._crc_array is None:
+            self._crc_array = np.array(self._crcs, dtype=np.uint32)
+        return SmallPlain(
+            keys=[self._keys[r] for r in rows.tolist()],
+            shards=self._shards[blocks].tolist(),
+            offsets=self._offsets[blocks].tolist(),
+            raw_lengths=self._raw[blocks].tolist(),
+            crcs=self._crc_array[self._crc_start[blocks]].tolist(),
+            dtypes=_NUMPY_BY_CODE[self._dtypes[rows]].tolist(),
+            shapes=[tuple(c.dims[c.dim_start[r] : c.dim_start[r] + c.ranks[r]])
+                    for r in rows.tolist()],
+        ), others
+
+    def _block(self, c: _ColumnLists, j: int) -> Block:
+        compression = _CODECS[c.codecs[j]]
+        offset = c.offsets[j]
+        crc_at = c.crc_start[j]
+        chunks = c.chunk_counts[j]
+        starts: list[int] = []
+        if compression is Compression.ZSTD:
+            at = c.stored_start[j]
+            starts = list(accumulate(c.chunk_stored[at : at + chunks], initial=offset))
+        return Block(c.shards[j], offset, c.stored[j], c.raw[j], compression, c.shuffles[j],
+                     c.chunk_sizes[j], self._crcs[crc_at : crc_at + chunks], starts)
+
+
+@dataclass
+class SmallPlain:
+    """Small uncompressed one-chunk tensors, column-wise, in (shard, offset) order."""
+
+    keys: list[str]
+    shards: list[int]
+    offsets: list[int]
+    raw_lengths: list[int]
+    crcs: list[int]
+    dtypes: list[np.dtype[np.generic]]
+    shapes: list[tuple[int, ...]]
+
+
+class _ColumnLists:
+    """The checked columns of a Tables as Python lists of Python ints."""
+
+    def __init__(self, t: Tables) -> None:
+        self.dtypes = t._dtypes.tolist()
+        self.ranks = t._ranks.tolist()
+        self.dims = t._dims.tolist()
+        self.dim_start = t._dim_start.tolist()
+        self.slice_counts = t._slice_counts.tolist()
+        self.first_block = t._first_block.tolist()
+        self.shards = t._shards.tolist()
+        self.offsets = t._offsets.tolist()
+        self.stored = t._stored.tolist()
+        self.raw = t._raw.tolist()
+        self.codecs = t._codecs.tolist()
+        self.shuffles = t._shuffles.tolist()
+        self.chunk_sizes = t._chunk_sizes.tolist()
+        self.crc_start = t._crc_start.tolist()
+        self.chunk_counts = t._chunk_counts.tolist()
+        self.stored_start = t._stored_start.tolist()
+        self.chunk_stored = t._chunk_stored.tolist()
+        self.slice_starts = t._slice_starts.tolist()
+        self.slice_extents = t._slice_extents.tolist()

@@ -1,0 +1,611 @@
+"""Checkpoint reader (spec/format.md, spec/commit.md).
+
+Opening reads only the footer and the index, checks them completely, and
+checks that every shard file exists with its recorded length. Tensors are
+read on demand: :meth:`Reader.get_tensor` returns uncompressed tensors as
+read-only NumPy views over a memory map (zero-copy), :meth:`Reader.read_tensor`
+returns a fresh writable array, and :meth:`Reader.get_slice` reads only the
+chunks that hold the requested region. Checksums are verified on every
+read unless ``verify=False`` [R-CRC-001].
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import mmap
+import os
+import stat
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from math import prod
+from pathlib import Path
+from types import TracebackType
+from typing import NamedTuple
+
+import numpy as np
+
+from ocf.format.checksum import crc32c
+from ocf.format.codec import Compression, decode_zstd
+from ocf.format.container import (
+    INDEX_FILE_NAME,
+    PREAMBLE_SIZE,
+    check_preamble,
+    read_index_bytes,
+)
+from ocf.format.errors import (
+    IntegrityError,
+    LimitExceededError,
+    MalformedError,
+    NotFoundError,
+    OCFError,
+)
+from ocf.format.index.decoding import IndexModel, decode_index
+from ocf.format.index.model import Block, Piece, TensorInfo
+from ocf.format.index.tables import SmallPlain
+from ocf.format.metadata import MetadataValue
+from ocf.format.object_graph import ObjectGraph, decode_graph
+from ocf.format.raw import check_bool, decode_strings
+from ocf.format.slicing import Box, as_array_index, chunks_touching, intersect, select
+from ocf.format.storage.location import ObjectPath, StorageOptions, locate
+from ocf.format.storage.reading import ObjectShard, resolve_object
+
+# Uncompressed blocks are read in groups of chunks of about this many bytes,
+# each read and checksummed by one job on a worker thread.
+_PLAIN_GROUP = 4 << 20
+# Limit of the bytes read with one system call for a run of small tensors,
+# and the size from which checksums of mapped data go to worker threads.
+_READ_GROUP = 8 << 20
+# read_tensors() reads uncompressed tensors up to this size together with
+# their neighbours, in one system call per run of at most _READ_GROUP bytes
+# whose gaps are at most _RUN_GAP bytes.
+_BATCH_MAX = 1 << 20
+_RUN_GAP = 4096
+
+
+def _runs(small: SmallPlain) -> Iterator[tuple[int, int]]:
+    """Index ranges [first, last] of ``small`` read with one system call each: one
+    shard, gaps of at most _RUN_GAP bytes, at most _READ_GROUP bytes in all."""
+    offsets, lengths, shards = small.offsets, small.raw_lengths, small.shards
+    first = 0
+    for i in range(1, len(offsets)):
+        end = offsets[i] + lengths[i]
+        if (shards[i] != shards[first] or offsets[i] - offsets[i - 1] - lengths[i - 1] > _RUN_GAP
+                or end - offsets[first] > _READ_GROUP):
+            yield first, i - 1
+            first = i
+    if offsets:
+        yield first, len(offsets) - 1
+
+
+def resolve(path: str | os.PathLike[str]) -> Path:
+    """The index file of the checkpoint at ``path`` [R-FILE-008]."""
+    target = Path(path)
+    if target.is_dir():
+        index = target / INDEX_FILE_NAME
+        if not index.is_file():
+            raise NotFoundError(
+                f"directory holds no committed checkpoint ({INDEX_FILE_NAME} is missing; "
+                "files there may be leftovers of an unfinished write)",
+                path=target,
+                requirement="R-COMMIT-003",
+            )
+        return index
+    if not target.is_file():
+        raise NotFoundError("no checkpoint at this path", path=target, requirement="R-FILE-008")
+    return target
+
+
+def _pread_exact(fd: int, length: int, offset: int, path: Path) -> bytes:
+    data = os.pread(fd, length, offset)
+    if len(data) != length:
+        raise MalformedError(f"file ended after {offset + len(data)} bytes, expected at "
+                             f"least {offset + length}: truncated", path=path)
+    return data
+
+
+class _GroupRead(NamedTuple):
+    """A group of chunks being read: its checksums, computed or to come."""
+
+    info: TensorInfo
+    block: Block
+    chunks: range
+    crcs: list[int] | Future[list[int]]
+
+
+class _Shard:
+    """An open file holding tensor bytes; memory-mapped on first use."""
+
+    mappable = True
+    read_group = _PLAIN_GROUP
+
+    def __init__(self, path: Path, fd: int, size: int) -> None:
+        self.path = path
+        self.fd = fd
+        self.size = size
+        self._map: mmap.mmap | None = None
+
+    @classmethod
+    def open(cls, path: Path, expected_length: int) -> _Shard:
+        """Open a shard named by the index: a regular file of the recorded length."""
+        try:
+            # O_NONBLOCK: a FIFO planted under a shard's name must not hang the reader.
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
+            raise NotFoundError(f"shard file named by the index cannot be opened: {exc.strerror}",
+                                path=path, requirement="R-SHARD-002") from None
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise  # the environment (permissions, I/O), not the checkpoint
+            raise NotFoundError("shard file named by the index is a symbolic link loop",
+                                path=path, requirement="R-SHARD-002") from None
+        status = os.fstat(fd)
+        shard = cls(path, fd, status.st_size)
+        if not stat.S_ISREG(status.st_mode):
+            shard.close()
+            raise NotFoundError("shard named by the index is not a regular file", path=path,
+                                requirement="R-SHARD-002")
+        if shard.size != expected_length:
+            shard.close()
+            raise MalformedError(f"shard is {shard.size} bytes, the index says "
+                                 f"{expected_length}: truncated or replaced", path=path,
+                                 requirement="R-SHARD-002")
+        try:
+            check_preamble(_pread_exact(fd, PREAMBLE_SIZE, 0, path), path)
+        except OCFError:
+            shard.close()
+            raise
+        return shard
+
+    @classmethod
+    def open_index(cls, path: Path) -> _Shard:
+        """Open an index file: NOT_FOUND unless it is an existing regular file."""
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
+            raise NotFoundError(f"index file cannot be opened: {exc.strerror}", path=path,
+                                requirement="R-FILE-008") from None
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            os.close(fd)
+            raise NotFoundError("index file is not a regular file", path=path,
+                                requirement="R-FILE-008")
+        return cls(path, fd, status.st_size)
+
+    def mapping(self) -> mmap.mmap:
+        if self._map is None:
+            self._map = mmap.mmap(self.fd, self.size, access=mmap.ACCESS_READ)
+        return self._map
+
+    def pread(self, length: int, offset: int) -> bytes:
+        return _pread_exact(self.fd, length, offset, self.path)
+
+    def read_into(self, buffer: memoryview, offset: int) -> None:
+        while buffer:
+            count = os.preadv(self.fd, [buffer], offset)
+            if count == 0:
+                raise MalformedError("file ended early: truncated", path=self.path)
+            buffer, offset = buffer[count:], offset + count
+
+    def close(self) -> None:
+        if self._map is not None:
+            # Arrays may still view the map; it then closes when they are gone.
+            with contextlib.suppress(BufferError):
+                self._map.close()
+            self._map = None
+        os.close(self.fd)
+
+
+def open_index_file(path: Path | ObjectPath) -> _Shard | ObjectShard:
+    """Open the index file (or object) at ``path`` for
+    :func:`ocf.format.container.read_index_bytes`: NOT_FOUND unless it is an existing
+    regular file or object. Close it when done."""
+    if isinstance(path, ObjectPath):
+        return ObjectShard.open_index(path)
+    return _Shard.open_index(path)
+
+
+def open_shard_file(path: Path | ObjectPath, length: int) -> _Shard | ObjectShard:
+    """Open the shard file (or object) at ``path`` as a reader opens a shard its index
+    names: it exists (NOT_FOUND), has ``length`` bytes and starts with the preamble
+    (MALFORMED) [R-SHARD-002], step 16 of the reader's order. Close it when done."""
+    if isinstance(path, ObjectPath):
+        return ObjectShard.open(path, length)
+    return _Shard.open(path, length)
+
+
+class Reader(Mapping[str, TensorInfo]):
+    """An open checkpoint: a read-only mapping from key to :class:`TensorInfo`."""
+
+    def __init__(self, path: str | os.PathLike[str], *, verify: bool = True,
+                 storage_options: StorageOptions | None = None) -> None:
+        """Open ``path``: a local path, or a URL of an fsspec filesystem (``s3://...``)
+        whose ``storage_options`` go to fsspec; objects are read by ranges, never mapped."""
+        where = locate(path, storage_options)
+        self.path: Path | ObjectPath
+        self.verify = verify
+        self.bytes_read = 0
+        self._verified: set[tuple[int, int, int]] = set()
+        # Per key stored in slices: its boxes' first and past-the-end indices.
+        self._piece_bounds: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._pool: ThreadPoolExecutor | None = None
+        self._shards: list[_Shard | ObjectShard] = []
+        self._graph: ObjectGraph | None = None
+        self._own: _Shard | ObjectShard
+        if isinstance(where, ObjectPath):
+            self.path = resolve_object(where)
+            self._own = ObjectShard.open_index(self.path)
+        else:
+            self.path = resolve(where)
+            self._own = _Shard.open_index(self.path)
+        try:
+            self.index = self._read_index(self._own)
+            for shard in self.index.shards:
+                self._shards.append(self._own if shard.path == "" else
+                                    self._open_shard(shard.path, shard.length))
+        except BaseException:
+            self.close()
+            raise
+
+    def _open_shard(self, name: str, length: int) -> _Shard | ObjectShard:
+        """The shard ``name`` of the index, beside the index file [R-SHARD-001]."""
+        return open_shard_file(self.path.parent / name, length)
+
+    # -- opening --------------------------------------------------------------
+
+    def _read_index(self, own: _Shard | ObjectShard) -> IndexModel:
+        data, footer = read_index_bytes(own)
+        self.format_version = (footer.format_major, footer.format_minor)
+        # Tells this checkpoint from one written over it later (ocf.objects.sources).
+        self.index_identity = (footer.index_length, footer.index_crc32c)
+        return decode_index(data, str(own.path), footer.index_offset)
+
+    # -- mapping interface ----------------------------------------------------
+
+    def __getitem__(self, key: str) -> TensorInfo:
+        try:
+            return self.index.tensors[key]
+        except KeyError:
+            raise NotFoundError("no tensor with this key", path=self.path, key=key) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.index.tensors)
+
+    def __len__(self) -> int:
+        return len(self.index.tensors)
+
+    @property
+    def metadata(self) -> dict[str, MetadataValue]:
+        return self.index.metadata
+
+    @property
+    def object_graph(self) -> ObjectGraph | None:
+        """The checked object graph of an object-based checkpoint, else None.
+
+        Checked on first use, so that reading by name never pays for it.
+        """
+        if self._graph is None and self.index.graph_message is not None:
+            self._graph = decode_graph(self.index.graph_message, self.index.tensors,
+                                       str(self.path))
+        return self._graph
+
+    # -- reading --------------------------------------------------------------
+
+    def get_tensor(self, key: str) -> np.ndarray:
+        """The tensor ``key``; a read-only zero-copy view when it is stored uncompressed."""
+        info = self[key]
+        block = info.block
+        if block is None or block.compression is not Compression.NONE or info.dtype.is_bytes \
+                or not self._shards[block.shard].mappable:
+            return self.read_tensor(key)
+        raw = self._mapped(block)
+        self._verify_chunks(info, block, range(block.chunk_count), raw)
+        return self._materialize(info, raw, info.shape)
+
+    def read_tensor(self, key: str) -> np.ndarray:
+        """The tensor ``key`` as a new, writable array that owns its memory."""
+        info = self[key]
+        if info.block is None:
+            return self._read_region(info, ((0,) * len(info.shape), info.shape))
+        raw = self._read_block(info, info.block)
+        return self._materialize(info, raw, info.shape)
+
+    def read_tensors(self, keys: Iterable[str]) -> dict[str, np.ndarray]:
+        """New writable arrays for ``keys``; neighbouring small tensors are read together.
+
+        The small tensors of one run share that run's buffer, which is
+        freed once none of them is referenced.
+        """
+        wanted = list(keys)
+        missing = [key for key in wanted if key not in self.index.tensors]
+        if missing:
+            raise NotFoundError("no tensor with this key", path=self.path, key=missing[0])
+        small, others = self.index.tensors.split_small_plain(wanted, _BATCH_MAX)
+        result: dict[str, np.ndarray] = {}
+        reads: list[_GroupRead] = []
+        buffers: list[tuple[TensorInfo, np.ndarray]] = []
+        for key in others:
+            info = self[key]
+            block = info.block
+            if block is None or block.compression is not Compression.NONE or \
+                    info.dtype.is_bytes:
+                result[key] = self.read_tensor(key)
+                continue
+            out = np.empty(block.raw_length, dtype=np.uint8)
+            reads += self._start_plain_read(info, block, out.data)
+            buffers.append((info, out))
+        self._finish_reads(reads)
+        for info, out in buffers:
+            result[info.key] = self._materialize(info, out, info.shape)
+        for first, last in _runs(small):
+            self._read_run(small, first, last, result)
+        return {key: result[key] for key in wanted}
+
+    def _read_run(self, small: SmallPlain, first: int, last: int,
+                  result: dict[str, np.ndarray]) -> None:
+        """Read tensors ``first`` to ``last`` of ``small`` with one system call."""
+        offsets, lengths = small.offsets, small.raw_lengths
+        start = offsets[first]
+        buffer = np.empty(offsets[last] + lengths[last] - start, dtype=np.uint8)
+        self._shards[small.shards[first]].read_into(buffer.data, start)
+        self.bytes_read += buffer.size
+        keys, crcs, numpy_dtypes, shapes = small.keys, small.crcs, small.dtypes, small.shapes
+        for i in range(first, last + 1):
+            at = offsets[i] - start
+            raw = buffer[at : at + lengths[i]]
+            if self.verify and crc32c(raw.data) != crcs[i]:
+                info = self[keys[i]]
+                assert info.block is not None
+                self._check_crc(info, info.block, 0, crc32c(raw.data))
+            if numpy_dtypes[i].kind == "b":  # bool bytes must be checked
+                result[keys[i]] = self._materialize(self[keys[i]], raw, shapes[i])
+            else:
+                result[keys[i]] = raw.view(numpy_dtypes[i]).reshape(shapes[i])
+
+    def get_slice(self, key: str, index: object) -> np.ndarray:
+        """``tensor[index]`` for basic NumPy indices, reading only the chunks it needs."""
+        info = self[key]
+        selection = select(index, info.shape)
+        result: np.ndarray = selection.apply(self._read_region(info, selection.box)).copy()
+        return result
+
+    def verify_all(self) -> None:
+        """Check every chunk of every tensor: checksums, codecs, byte strings, bools."""
+        for key in self:
+            self.read_tensor(key)
+
+    # -- blocks ---------------------------------------------------------------
+
+    def _mapped(self, block: Block) -> np.ndarray:
+        if block.raw_length == 0:
+            return np.empty(0, dtype=np.uint8)
+        shard = self._shards[block.shard]
+        assert isinstance(shard, _Shard)  # callers map only local files
+        return np.frombuffer(shard.mapping(), dtype=np.uint8,
+                             count=block.raw_length, offset=block.offset)
+
+    def _verify_chunks(self, info: TensorInfo, block: Block, chunks: Iterator[int] | range,
+                       raw: np.ndarray) -> None:
+        """Checksum the given chunks of an uncompressed block (each once per reader)."""
+        wanted = list(chunks)
+        self.bytes_read += sum(b - a for a, b in map(block.raw_range, wanted))
+        if not self.verify:
+            return
+        todo = [i for i in wanted if (block.shard, block.offset, i) not in self._verified]
+        view = raw.data
+        if block.raw_length >= _READ_GROUP and len(todo) > 1:
+            crcs = list(self._threads().map(lambda i: self._crcs(block, view, [i])[0], todo))
+        else:
+            crcs = self._crcs(block, view, todo)
+        self._check_crcs(info, block, todo, crcs)
+        self._verified.update((block.shard, block.offset, i) for i in todo)
+
+    def _check_crc(self, info: TensorInfo, block: Block, chunk: int, crc: int) -> None:
+        if crc != block.chunk_crcs[chunk]:
+            piece = next((f"slice {i}, " for i, p in enumerate(info.pieces) if p.block is block),
+                         "")
+            raise IntegrityError(
+                f"{piece}chunk {chunk} (bytes {'...'.join(map(str, block.stored_range(chunk)))} of "
+                f"{self._shards[block.shard].path.name}) "
+                f"has CRC-32C {crc:#010x}, the index says {block.chunk_crcs[chunk]:#010x}",
+                path=self.path, key=info.key, requirement="R-CRC-001")
+
+    def _read_block(self, info: TensorInfo, block: Block) -> np.ndarray:
+        """All raw bytes of a block, read (not mapped) into a new buffer."""
+        out = np.empty(block.raw_length, dtype=np.uint8)
+        if block.compression is Compression.NONE:
+            self._read_plain(info, block, out.data)
+        else:
+            self._decode_chunks(info, block, range(block.chunk_count), out)
+        return out
+
+    def _read_plain(self, info: TensorInfo, block: Block, out: memoryview) -> None:
+        self._finish_reads(self._start_plain_read(info, block, out))
+
+    def _start_plain_read(self, info: TensorInfo, block: Block, out: memoryview
+                          ) -> list[_GroupRead]:
+        """Start reading an uncompressed block into ``out`` in groups of chunks.
+
+        Each group is read and checksummed by one job, while its bytes are
+        still in the CPU cache; groups run on worker threads, so reading and
+        checksumming overlap across groups, blocks and cores. A block of one
+        group is read at once on the calling thread.
+        """
+        shard = self._shards[block.shard]
+        per_group = max(1, shard.read_group // block.raw_chunk_size) if block.chunk_count else 1
+        groups = [range(first, min(first + per_group, block.chunk_count))
+                  for first in range(0, block.chunk_count, per_group)]
+        self.bytes_read += block.raw_length
+        if len(groups) == 1:
+            return [_GroupRead(info, block, groups[0],
+                               self._read_group(shard, block, out, groups[0]))]
+        pool = self._threads()
+        return [_GroupRead(info, block, chunks,
+                           pool.submit(self._read_group, shard, block, out, chunks))
+                for chunks in groups]
+
+    def _read_group(self, shard: _Shard | ObjectShard, block: Block, out: memoryview,
+                    chunks: range) -> list[int]:
+        start, end = block.raw_range(chunks[0])[0], block.raw_range(chunks[-1])[1]
+        shard.read_into(out[start:end], block.offset + start)
+        return self._crcs(block, out, chunks) if self.verify else []
+
+    def _read_chunks(self, info: TensorInfo, block: Block, chunks: list[int],
+                     out: memoryview) -> None:
+        """Read and check the given chunks of an uncompressed block into ``out``, one
+        read per run of consecutive chunks (ranged GETs of an object, in parallel)."""
+        runs: list[range] = []
+        for i in chunks:
+            if runs and runs[-1].stop == i:
+                runs[-1] = range(runs[-1].start, i + 1)
+            else:
+                runs.append(range(i, i + 1))
+        shard = self._shards[block.shard]
+        self.bytes_read += sum(b - a for a, b in map(block.raw_range, chunks))
+        pool = self._threads()
+        self._finish_reads([_GroupRead(info, block, run,
+                                       pool.submit(self._read_group, shard, block, out, run))
+                            for run in runs])
+
+    def _finish_reads(self, reads: list[_GroupRead]) -> None:
+        """Wait for group reads and check their checksums, in order."""
+        for read in reads:
+            crcs = read.crcs if isinstance(read.crcs, list) else read.crcs.result()
+            if self.verify:
+                self._check_crcs(read.info, read.block, read.chunks, crcs)
+
+    def _check_crcs(self, info: TensorInfo, block: Block, chunks: Sequence[int],
+                    crcs: list[int]) -> None:
+        for i, crc in zip(chunks, crcs):
+            self._check_crc(info, block, i, crc)
+
+    @staticmethod
+    def _crcs(block: Block, out: memoryview, chunks: Sequence[int]) -> list[int]:
+        return [crc32c(out[a:b]) for a, b in map(block.raw_range, chunks)]
+
+    def _decode_chunks(self, info: TensorInfo, block: Block, chunks: Iterator[int] | range,
+                       out: np.ndarray) -> None:
+        """Read, check and decode the given chunks of a zstd block into ``out``."""
+        shard = self._shards[block.shard]
+        itemsize = info.dtype.itemsize if block.byte_shuffle else 1
+
+        def decode(i: int) -> None:
+            start, end = block.stored_range(i)
+            stored = shard.pread(end - start, start)
+            if self.verify:
+                self._check_crc(info, block, i, crc32c(stored))
+            a, b = block.raw_range(i)
+            try:
+                out[a:b] = decode_zstd(stored, b - a, itemsize)
+            except MalformedError as exc:
+                raise MalformedError(f"chunk {i}: {exc.detail}", path=self.path, key=info.key,
+                                     requirement=exc.requirement) from None
+
+        todo = list(chunks)
+        self.bytes_read += sum(end - start for start, end in map(block.stored_range, todo))
+        if len(todo) > 1:
+            list(self._threads().map(decode, todo))
+        else:
+            for i in todo:
+                decode(i)
+
+    def _block_region(self, info: TensorInfo, block: Block, shape: tuple[int, ...],
+                      box: Box) -> np.ndarray:
+        """The elements of ``box`` from a block holding a tensor (or slice) of ``shape``."""
+        window = tuple(slice(s, s + e) for s, e in zip(*box))
+        if info.dtype.is_bytes:
+            return self._materialize(info, self._read_block(info, block), shape, window)
+        chunks = chunks_touching(shape, info.dtype.itemsize, block.raw_chunk_size,
+                                 block.chunk_count, box)
+        if block.compression is Compression.NONE and self._shards[block.shard].mappable:
+            raw = self._mapped(block)
+            self._verify_chunks(info, block, iter(chunks.tolist()), raw)
+        elif block.compression is Compression.NONE:  # an object: fetch only those chunks
+            raw = np.zeros(block.raw_length, dtype=np.uint8)
+            self._read_chunks(info, block, chunks.tolist(), raw.data)
+        else:
+            # Zero-filled pages are only allocated once written: decoding the
+            # chunks that hold the region touches nothing else.
+            raw = np.zeros(block.raw_length, dtype=np.uint8)
+            self._decode_chunks(info, block, iter(chunks.tolist()), raw)
+        return self._materialize(info, raw, shape, window)
+
+    def _read_region(self, info: TensorInfo, box: Box) -> np.ndarray:
+        """A new array holding the elements of ``box`` of the tensor."""
+        if info.block is not None:
+            region: np.ndarray = self._block_region(info, info.block, info.shape, box).copy()
+            return region
+        dtype = object if info.dtype.numpy is None else info.dtype.numpy
+        try:
+            out = np.empty(box[1], dtype=dtype)
+        except ValueError as exc:  # a valid shape NumPy cannot represent
+            raise LimitExceededError(f"shape {list(box[1])} cannot be held by NumPy: {exc}",
+                                     path=self.path, key=info.key) from None
+        for piece in self._pieces_meeting(info, box):
+            common = intersect(box, (piece.start, piece.extent))
+            if common is None:
+                continue
+            local = (tuple(c - p for c, p in zip(common[0], piece.start)), common[1])
+            target = tuple(slice(c - b, c - b + e) for c, b, e in zip(common[0], box[0],
+                                                                      common[1]))
+            out[target] = self._block_region(info, piece.block, piece.extent, local)
+        return out
+
+    def _pieces_meeting(self, info: TensorInfo, box: Box) -> list[Piece]:
+        """The slices of ``info`` that share an element with ``box``, found by one
+        vectorized test over all its slices (a tensor stored in many tiles)."""
+        if len(info.pieces) < 8:
+            return list(info.pieces)
+        bounds = self._piece_bounds.get(info.key)
+        if bounds is None:  # values are below 2^58 in a valid index
+            lo = np.array([p.start for p in info.pieces], dtype=np.int64).reshape(
+                len(info.pieces), len(info.shape))
+            hi = lo + np.array([p.extent for p in info.pieces], dtype=np.int64).reshape(lo.shape)
+            bounds = self._piece_bounds[info.key] = (lo, hi)
+        lo, hi = bounds
+        start = np.array(box[0], dtype=np.int64)
+        stop = start + np.array(box[1], dtype=np.int64)
+        meets = ((lo < stop) & (start < hi)).all(axis=1)
+        return [info.pieces[i] for i in np.flatnonzero(meets).tolist()]
+
+    def _materialize(self, info: TensorInfo, raw: np.ndarray, shape: tuple[int, ...],
+                     window: tuple[slice, ...] = ()) -> np.ndarray:
+        """The array of ``shape`` held by ``raw`` (or its ``window``), with bools checked."""
+        numpy_dtype = info.dtype.numpy
+        try:
+            if numpy_dtype is None:
+                strings: np.ndarray = decode_strings(raw, prod(shape), shape)[
+                    as_array_index(window)]
+                return strings
+            array: np.ndarray = raw.view(numpy_dtype).reshape(shape)[as_array_index(window)]
+            if numpy_dtype.kind == "b":
+                check_bool(array)
+            return array
+        except OCFError as exc:
+            raise type(exc)(exc.detail, path=self.path, key=info.key,
+                            requirement=exc.requirement) from None
+        except ValueError as exc:  # a valid shape NumPy cannot represent
+            raise LimitExceededError(f"shape {list(shape)} cannot be held by NumPy: {exc}",
+                                     path=self.path, key=info.key) from None
+
+    def _threads(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1))
+        return self._pool
+
+    # -- lifetime -------------------------------------------------------------
+
+    def close(self) -> None:
+        for shard in {id(s): s for s in [self._own, *self._shards]}.values():
+            shard.close()
+        self._shards = []
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+    def __enter__(self) -> Reader:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()

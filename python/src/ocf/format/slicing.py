@@ -1,0 +1,177 @@
+"""Boxes of a tensor's index space: tiling checks and partial reads.
+
+A box is ``(start, extent)`` per dimension. Stored slices must tile their
+tensor's shape [R-SLICE-002]; a partial read (``get_slice``) selects a box
+(plus steps) and needs to know which stored chunks hold its elements.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass
+from math import prod
+from typing import Any
+
+import numpy as np
+
+from ocf.format.errors import InvalidError
+
+Box = tuple[tuple[int, ...], tuple[int, ...]]
+# A partial read lists its runs of contiguous bytes when there are at most
+# this many; beyond that it reads the whole span between first and last.
+_MAX_RUNS = 1 << 16
+
+
+def boxes_tile(boxes: Sequence[Box], shape: tuple[int, ...]) -> bool:
+    """True when the boxes lie in ``shape``, are disjoint and cover it exactly."""
+    inside = all(
+        len(b) == len(e) == len(shape) and all(x >= 0 and y >= 1 and x + y <= d
+                                               for x, y, d in zip(b, e, shape))
+        for b, e in boxes
+    )
+    volume = sum(prod(e) for _, e in boxes)
+    return inside and volume == prod(shape) and _disjoint(boxes)
+
+
+def boxes_disjoint(boxes: Sequence[Box]) -> bool:
+    """True when no two of the boxes (each inside one shape) share an element."""
+    return _disjoint(boxes)
+
+
+def _disjoint(boxes: Sequence[Box]) -> bool:
+    """True when no two boxes share an element.
+
+    A sweep along the dimension whose starts are most varied: after sorting
+    by start there, box i can only meet the boxes that start before its end
+    there, and only those are compared with it. Memory stays linear in the
+    number of boxes, and partitions along any one dimension take n log n.
+    """
+    if len(boxes) < 2:
+        return True
+    # Values are at most 2^58 once the boxes lie inside a valid shape.
+    lo = np.array([b for b, _ in boxes], dtype=np.int64)
+    hi = lo + np.array([e for _, e in boxes], dtype=np.int64)
+    if lo.shape[1] == 0:
+        return False  # two boxes of a scalar are the same element
+    axis = max(range(lo.shape[1]), key=lambda d: len(np.unique(lo[:, d])))
+    order = np.argsort(lo[:, axis], kind="stable")
+    lo, hi = lo[order], hi[order]
+    starts = lo[:, axis]
+    for i in range(len(lo) - 1):
+        stop = int(np.searchsorted(starts, hi[i, axis], side="left"))
+        if stop > i + 1 and ((lo[i + 1 : stop] < hi[i]) & (lo[i] < hi[i + 1 : stop])).all(
+            axis=1
+        ).any():
+            return False
+    return True
+
+
+def as_array_index(index: tuple[slice, ...]) -> Any:
+    """``index`` with a trailing Ellipsis, so that NumPy returns an array, never a
+    scalar, even for a 0-d array (``a[()]`` is a scalar, ``a[...]`` an array)."""
+    return (*index, Ellipsis)
+
+
+def intersect(a: Box, b: Box) -> Box | None:
+    """The common part of two boxes, or None."""
+    start = tuple(map(max, a[0], b[0]))
+    stop = tuple(min(s + e, t + f) for s, e, t, f in zip(a[0], a[1], b[0], b[1]))
+    if any(x >= y for x, y in zip(start, stop)):
+        return None
+    return start, tuple(map(operator.sub, stop, start))
+
+
+@dataclass(frozen=True)
+class Selection:
+    """A NumPy basic index resolved against a shape.
+
+    ``box`` is the bounding box of the selected elements; ``steps`` then
+    picks every n-th element of it; ``squeeze`` lists the dimensions that an
+    integer index removes.
+    """
+
+    box: Box
+    steps: tuple[int, ...]
+    squeeze: tuple[int, ...]
+
+    def apply(self, boxed: np.ndarray) -> np.ndarray:
+        """Select from an array holding exactly the box's elements."""
+        stepped: np.ndarray = boxed[as_array_index(tuple(slice(None, None, s)
+                                                          for s in self.steps))]
+        return stepped.reshape(
+            [n for d, n in enumerate(stepped.shape) if d not in self.squeeze]
+        )
+
+
+def select(index: object, shape: tuple[int, ...]) -> Selection:
+    """Resolve ``index`` (ints, slices, Ellipsis, or a tuple of them) against ``shape``."""
+    items = list(index) if isinstance(index, tuple) else [index]
+    if sum(item is Ellipsis for item in items) > 1:
+        raise InvalidError("an index can hold at most one Ellipsis")
+    if Ellipsis in items:
+        at = items.index(Ellipsis)
+        fill = len(shape) - (len(items) - 1)
+        items[at : at + 1] = [slice(None)] * max(fill, 0)
+    if len(items) > len(shape):
+        raise InvalidError(f"index has {len(items)} entries for a tensor of rank {len(shape)}")
+    items += [slice(None)] * (len(shape) - len(items))
+    start, extent, steps, squeeze = [], [], [], []
+    for d, (item, size) in enumerate(zip(items, shape)):
+        if isinstance(item, (int, np.integer)) and not isinstance(item, bool):
+            i = int(item) + size if item < 0 else int(item)
+            if not 0 <= i < size:
+                raise InvalidError(f"index {item} is out of range for dimension {d} of size "
+                                   f"{size}")
+            start.append(i)
+            extent.append(1)
+            steps.append(1)
+            squeeze.append(d)
+        elif isinstance(item, slice):
+            first, stop, step = item.indices(size)
+            if step < 0:
+                raise InvalidError(f"negative step {step} in dimension {d} is not supported")
+            count = len(range(first, stop, step))
+            start.append(first if count else 0)
+            extent.append((count - 1) * step + 1 if count else 0)
+            steps.append(step)
+        else:
+            raise InvalidError(f"unsupported index {item!r} in dimension {d}; use ints, "
+                               "slices and Ellipsis")
+    return Selection((tuple(start), tuple(extent)), tuple(steps), tuple(squeeze))
+
+
+def chunks_touching(
+    shape: tuple[int, ...], itemsize: int, chunk_bytes: int, chunk_count: int, box: Box
+) -> np.ndarray:
+    """Ids of the chunks (of ``chunk_bytes`` raw bytes) holding any element of ``box``.
+
+    The tensor is stored in C order; the box's elements form runs of
+    contiguous bytes, one per combination of the leading indices.
+    """
+    start, extent = box
+    if chunk_count == 0 or prod(extent) == 0:
+        return np.zeros(0, dtype=np.int64)
+    if not shape:
+        return np.arange(chunk_count)
+    strides = [prod(shape[d + 1 :]) for d in range(len(shape))]
+    # Dimensions after `split` are selected whole, so each run spans them.
+    split = len(shape) - 1
+    while split > 0 and extent[split] == shape[split]:
+        split -= 1
+    run_elements = extent[split] * strides[split]
+    leading = [np.arange(s, s + e) for s, e in zip(start[:split], extent[:split])]
+    if prod(extent[:split]) > _MAX_RUNS:
+        first = sum(s * t for s, t in zip(start, strides))
+        last = sum((s + e - 1) * t for s, e, t in zip(start, extent, strides))
+        run_starts, run_elements = np.array([first]), last - first + 1
+    else:
+        grid = np.meshgrid(*leading, indexing="ij") if leading else []
+        offsets = sum((g.reshape(-1) * t for g, t in zip(grid, strides)), np.zeros(1, np.int64))
+        run_starts = offsets + start[split] * strides[split]
+    first_chunk = run_starts * itemsize // chunk_bytes
+    last_chunk = ((run_starts + run_elements) * itemsize - 1) // chunk_bytes
+    marks = np.zeros(chunk_count + 1, dtype=np.int64)
+    np.add.at(marks, first_chunk, 1)
+    np.add.at(marks, last_chunk + 1, -1)
+    return np.flatnonzero(np.cumsum(marks)[:chunk_count] > 0)

@@ -1,0 +1,153 @@
+"""Writing OCF files as objects of an object store (spec/commit.md, "Object stores").
+
+An object store has no rename, but creating or replacing one object is
+atomic: readers see the old object or the new one, whole, never a part.
+So each file is uploaded straight under its final name as a multipart
+upload, which becomes visible only when it is completed [R-COMMIT-005].
+Until then nothing exists under that name; a crash leaves at most an
+unfinished multipart upload, which no reader sees (and which a bucket
+lifecycle rule reclaims).
+
+Only :meth:`ObjectOutput.close_durably` completes an upload. fsspec's
+buffered files complete theirs when closed, and close themselves when
+garbage-collected: a writer dropped mid-write (an exception outside a
+``with``, interpreter shutdown) would then publish a truncated object over
+the committed one. So files are opened with ``autocommit=False``, which
+makes closing upload the last part without completing, and a finalizer
+aborts whatever upload an output leaves unfinished.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from typing import Any
+
+from ocf.format.commit import leftover_names
+from ocf.format.container import INDEX_FILE_NAME, PREAMBLE, PREAMBLE_SIZE, padding
+from ocf.format.storage.location import ObjectPath, object_kind
+
+# Upload part size: the bytes of an object held in memory before they are
+# sent. S3 takes parts of 5 MiB to 5 GiB and at most 10,000 per object, so
+# objects up to 312 GiB.
+PART_SIZE = 32 << 20
+_ZEROS = bytes(64)
+
+
+class ObjectOutput:
+    """One object being written: preamble first, then 64-byte aligned blocks.
+
+    The interface of the writer's local output file; the object appears
+    under its name only in :meth:`close_durably`. An output dropped without
+    it (or :meth:`discard`) aborts its upload when collected, or at exit.
+    """
+
+    def __init__(self, path: ObjectPath, part_size: int = PART_SIZE) -> None:
+        self.path = path
+        self._file: Any = _open_uncommitted(path, part_size)
+        # Holds the file, so that the file is never collected (and closed) before
+        # this output: its abort then always runs first [R-COMMIT-004].
+        self._abandon = weakref.finalize(self, _abort_upload, self._file)
+        self._file.write(PREAMBLE)
+        self.position = PREAMBLE_SIZE
+
+    def align(self) -> None:
+        pad = padding(self.position)
+        if pad:
+            self._file.write(_ZEROS[:pad])
+            self.position += pad
+
+    def write(self, data: memoryview | bytes) -> None:
+        view = memoryview(data)
+        if view.format != "B" or view.ndim != 1:
+            view = view.cast("B")
+        self._file.write(view)
+        self.position += view.nbytes
+
+    def flush(self) -> None:
+        """Nothing to do: parts go out as they fill, the rest on close."""
+
+    def close_durably(self) -> None:
+        """Complete the upload: from now on the object exists, whole and durable."""
+        self._file.close()  # uploads the last part; autocommit=False: completes nothing
+        self._file.commit()  # the commit point of this object [R-COMMIT-005]
+        self._abandon.detach()
+
+    def discard(self) -> None:
+        """Abandon the upload; nothing appears under the name."""
+        self._abandon()
+
+
+def _open_uncommitted(path: ObjectPath, part_size: int) -> Any:
+    """A buffered fsspec file at ``path`` whose upload completes only on commit().
+
+    ``fs._open`` rather than ``fs.open``: with autocommit=False, ``open`` also
+    records the file in the filesystem's transaction, which is never
+    completed here and would keep every file (and its buffer) alive.
+    """
+    return path.fs._open(path.key, "wb", block_size=part_size, autocommit=False)
+
+
+def _abort_upload(file: Any) -> None:
+    """Abort the upload of ``file`` (a finalizer: never raises)."""
+    try:
+        file.discard()  # aborts a multipart upload already started
+    except Exception:  # best effort: an unfinished upload is no object, and is billed
+        pass  # only until a lifecycle rule reclaims it
+    finally:
+        # Marked closed so that closing (or collecting) the file sends nothing more.
+        file.closed = True
+
+
+def put_object(path: ObjectPath, data: bytes) -> None:
+    """Create or replace the object at ``path`` with ``data`` in one atomic PUT."""
+    path.fs.pipe_file(path.key, data)
+
+
+def remove_unreferenced_objects(directory: ObjectPath, referenced: set[str]) -> None:
+    """Delete shard objects below ``directory`` that its new index does not use.
+
+    Runs only after the index PUT, under the one-writer rule of
+    [R-COMMIT-004]: a previous version's shards, or those of a crashed write.
+    """
+    for name in leftover_names(list_names(directory), referenced):
+        remove_object(directory / name)
+
+
+def list_names(directory: ObjectPath) -> list[str]:
+    """Names of the objects directly below ``directory`` (asked afresh, not cached)."""
+    try:
+        entries = directory.fs.ls(directory.key, detail=True, refresh=True)
+    except FileNotFoundError:
+        return []
+    prefix = directory.key + "/"
+    return [str(e["name"])[len(prefix):] for e in entries
+            if e.get("type") == "file" and str(e["name"]).startswith(prefix)]
+
+
+def remove_object(path: ObjectPath) -> None:
+    """Delete one object, quietly if it is already gone."""
+    with contextlib.suppress(FileNotFoundError):
+        path.fs.rm_file(path.key)
+
+
+def remove_checkpoint(path: ObjectPath) -> None:
+    """Delete the checkpoint at ``path``: its object, or every object below ``path/``.
+
+    In the multi-file form ``index.ocf`` goes first, so that a deletion cut
+    short leaves objects that no reader takes for a checkpoint [R-COMMIT-006].
+    """
+    if object_kind(path) == "file":
+        remove_object(path)
+        return
+    remove_object(path / INDEX_FILE_NAME)
+    path.fs.invalidate_cache(path.key)  # find() lists from the cache otherwise
+    try:
+        found = path.fs.find(path.key)
+    except FileNotFoundError:
+        return
+    # Only below "path/": never "path0/..." of a neighbour whose name extends this one.
+    keys = [key for key in found if str(key).startswith(path.key + "/")]
+    if keys:
+        with contextlib.suppress(FileNotFoundError):
+            path.fs.rm(keys)

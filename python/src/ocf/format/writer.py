@@ -1,0 +1,603 @@
+"""Streaming checkpoint writer (spec/format.md, spec/commit.md).
+
+Tensor bytes go from the arrays straight to the file: no buffer of the
+whole checkpoint is ever built. Each tensor starts on a 64-byte boundary
+[R-DATA-001]; chunks are checksummed, and compressed on worker threads
+when zstd is chosen. The index is written last, and the checkpoint is
+published atomically on :meth:`Writer.commit` [R-COMMIT-001]
+[R-COMMIT-002]; a crash or an exception before that leaves nothing at the
+target but what was there before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Literal, NamedTuple
+
+import numpy as np
+
+from ocf._version import __version__
+from ocf.format import dtypes
+from ocf.format.checksum import crc32c
+from ocf.format.codec import ChunkEncoder, Compression
+from ocf.format.commit import (
+    fsync_dir,
+    leftover_names,
+    new_write_id,
+    publish,
+    remove_quietly,
+    shard_file_name,
+    temp_path,
+)
+from ocf.format.container import (
+    FOOTER_SIZE,
+    INDEX_FILE_NAME,
+    PREAMBLE,
+    PREAMBLE_SIZE,
+    Footer,
+    padding,
+)
+from ocf.format.errors import InvalidError, LimitExceededError
+from ocf.format.limits import (
+    MAX_CHUNK_SIZE,
+    MAX_ELEMENTS,
+    MAX_INDEX_BYTES,
+    MAX_KEY_BYTES,
+    MAX_RANK,
+    MIN_CHUNK_SIZE,
+    nonzero_product,
+)
+from ocf.format.metadata import encode_map
+from ocf.format.object_graph import Node, decode_graph, encode_graph
+from ocf.format.raw import to_raw
+from ocf.format.slicing import boxes_disjoint, boxes_tile
+from ocf.format.storage.location import ObjectPath, StorageOptions, locate, object_kind
+from ocf.format.storage.uploading import ObjectOutput, remove_unreferenced_objects
+from ocf.v1 import index_pb2, tensor_pb2
+
+Layout = Literal["file", "directory"]
+
+DEFAULT_CHUNK_SIZE = 1 << 20
+DEFAULT_MAX_SHARD_SIZE = 4 << 30
+# Writes smaller than this are gathered in memory, and written together
+# once the gathered bytes reach it, so that many small tensors do not cost
+# a system call each while memory stays bounded.
+_SMALL_WRITE = 1 << 20
+_ZEROS = bytes(64)
+# Writeback to disk is started every this many bytes (see _start_writeback).
+_WRITEBACK_STEP = 64 << 20
+_FADVISE = getattr(os, "posix_fadvise", None)
+# Tensors at least this large are checksummed on a worker thread while the
+# main thread writes them.
+_PARALLEL_CRC = 4 << 20
+
+
+class _OutputFile:
+    """One file being written: preamble first, then 64-byte aligned blocks."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file = open(path, "xb", buffering=0)  # noqa: SIM115 - closed in close()
+        self._pending = bytearray(PREAMBLE)
+        self.position = PREAMBLE_SIZE
+        self._in_file = 0  # bytes handed to the operating system so far
+        self._writeback_mark = 0  # bytes whose writeback to disk has been started
+
+    def align(self) -> None:
+        pad = padding(self.position)
+        self._pending += _ZEROS[:pad]
+        self.position += pad
+
+    def write(self, data: memoryview | bytes) -> None:
+        size = len(data)
+        if size < _SMALL_WRITE:
+            self._pending += data
+            if len(self._pending) >= _SMALL_WRITE:
+                self.flush()
+        else:
+            self.flush()
+            self._write_all(memoryview(data))
+        self.position += size
+
+    def flush(self) -> None:
+        if self._pending:
+            self._write_all(memoryview(self._pending))
+            self._pending = bytearray()
+
+    def _write_all(self, view: memoryview) -> None:
+        view = view.cast("B")
+        while view:
+            written = self._file.write(view)
+            view = view[written:]
+            self._in_file += written
+        if self._in_file - self._writeback_mark >= _WRITEBACK_STEP:
+            self._start_writeback()
+
+    def _start_writeback(self) -> None:
+        """Have the kernel start writing what we wrote so far to disk, without waiting.
+
+        On Linux, POSIX_FADV_DONTNEED starts writeback of dirty pages and keeps
+        them cached (only clean pages are dropped). Disk writes then overlap
+        with the rest of the save instead of all waiting for the final fsync.
+        """
+        if _FADVISE is not None:
+            _FADVISE(self._file.fileno(), self._writeback_mark,
+                     self._in_file - self._writeback_mark, os.POSIX_FADV_DONTNEED)
+        self._writeback_mark = self._in_file
+
+    def close_durably(self) -> None:
+        self.flush()
+        os.fsync(self._file.fileno())
+        self._file.close()
+
+    def discard(self) -> None:
+        self._file.close()
+        remove_quietly(self.path)
+
+
+class _Block(NamedTuple):
+    """One written block: a future row of the block table."""
+
+    shard: int
+    offset: int
+    stored_length: int
+    raw_length: int
+    codec: tensor_pb2.Codec
+    byte_shuffle: bool
+    chunk_size: int
+    chunk_crcs: list[int]
+    chunk_stored_lengths: list[int]
+
+
+@dataclass(slots=True)
+class _Tensor:
+    """A written tensor: a future row of the tensor table, and its blocks."""
+
+    key: str
+    dtype: dtypes.DTypeInfo
+    shape: tuple[int, ...]
+    block: _Block | None = None  # stored whole
+    slices: list[tuple[tuple[int, ...], tuple[int, ...], _Block]] = field(default_factory=list)
+
+
+class Writer:
+    """Writes one checkpoint; use as a context manager, or call commit()/abort().
+
+    ``layout="file"`` writes one self-contained file (conventionally
+    ``.ocf``); ``layout="directory"`` writes a directory with ``index.ocf``
+    and data shards of at most ``max_shard_size`` bytes each (a tensor
+    larger than that gets a shard of its own).
+
+    Extension points, public and stable (``ocf.distributed.parts.PartWriter`` writes a
+    part index of a multi-writer save with them, spec/parts.md): the class
+    attribute :attr:`slices_must_tile`, the property :attr:`index_name` and
+    the method :meth:`finish_index`.
+    """
+
+    #: Whether commit requires the slices of each tensor written with
+    #: :meth:`write_slice` to tile its global shape exactly [R-SLICE-002].
+    #: When False they need only be pairwise disjoint [R-SLICE-001]: a part
+    #: of a multi-writer save holds some of the boxes (spec/parts.md, [R-PART-001]).
+    slices_must_tile: bool = True
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        layout: Layout = "file",
+        compression: str | None = None,
+        compression_level: int = 3,
+        byte_shuffle: bool = False,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        max_shard_size: int = DEFAULT_MAX_SHARD_SIZE,
+        metadata: Mapping[str, object] | None = None,
+        threads: int | None = None,
+        write_id: str | None = None,
+        storage_options: StorageOptions | None = None,
+    ) -> None:
+        # A URL (s3://...) names an object store: its files are uploaded under
+        # their final names, and completing the index upload commits [R-COMMIT-005].
+        self.target: Path | ObjectPath = locate(path, storage_options)
+        self.layout = layout
+        self.compression = Compression.parse(compression)
+        self._codec = self.compression.value
+        self.level = compression_level
+        self.byte_shuffle = byte_shuffle and self.compression is Compression.ZSTD
+        if chunk_size % 64 or not MIN_CHUNK_SIZE <= chunk_size <= MAX_CHUNK_SIZE:
+            raise InvalidError(f"chunk_size {chunk_size} must be a multiple of 64 in "
+                               f"[{MIN_CHUNK_SIZE}, {MAX_CHUNK_SIZE}]", requirement="R-CHUNK-001")
+        self.chunk_size = chunk_size
+        self.max_shard_size = max_shard_size
+        # Names this write's temporary files and shards; fixed only by tools that
+        # must produce identical bytes on every run (conformance generators).
+        self.write_id = write_id or new_write_id()
+        self._index = index_pb2.Index()
+        self._index.header.writer = f"ocf-python {__version__}"
+        if metadata:
+            encode_map(metadata, self._index.metadata)
+        self._tensors: dict[str, _Tensor] = {}
+        self._graph: list[Node] | None = None
+        self._threads = threads or min(4, os.cpu_count() or 1)
+        self._pool = ThreadPoolExecutor(max_workers=self._threads)
+        self._files: list[_OutputFile | ObjectOutput] = []
+        self._created_directory = False
+        self._closed = False
+        self._prepare_target()
+
+    # -- public API -----------------------------------------------------------
+
+    def write(self, key: str, array: np.ndarray) -> None:
+        """Store ``array`` whole under ``key``; its bytes are written now."""
+        if type(array) is not np.ndarray:
+            array = np.asarray(array)
+        dtype = dtypes.for_array(array)
+        if array.size == 0 or array.ndim > MAX_RANK:
+            # An array with elements has fewer than 2^58 of them, or could not be
+            # laid out in memory: only empty ones can break the limit.
+            _check_shape(key, array.shape)
+        raw = to_raw(array, dtype)
+        self._claim_key(key)
+        self._tensors[key] = _Tensor(key, dtype, array.shape, self._store(raw, dtype))
+
+    def write_slice(
+        self, key: str, array: np.ndarray, start: Sequence[int], shape: Sequence[int]
+    ) -> None:
+        """Store ``array`` as the box at ``start`` of the tensor ``key`` of global ``shape``.
+
+        Several calls build one tensor; at commit its boxes must tile the
+        global shape exactly [R-SLICE-002].
+        """
+        array = np.asarray(array)
+        dtype = dtypes.for_array(array)
+        start, shape = tuple(int(x) for x in start), tuple(int(x) for x in shape)
+        tensor = self._tensors.get(key)
+        if tensor is not None and (tensor.block is not None or tensor.dtype != dtype
+                                   or tensor.shape != shape):
+            raise InvalidError(f"slice has dtype {dtype.name} and global shape {list(shape)}, "
+                               f"the tensor written before under this key "
+                               f"{tensor.dtype.name} and {list(tensor.shape)}"
+                               f"{' stored whole' if tensor.block is not None else ''}",
+                               key=key, requirement="R-SLICE-001")
+        if len(start) != len(shape) or array.ndim != len(shape) or array.size == 0 or any(
+            b < 0 or b + e > d for b, e, d in zip(start, array.shape, shape)
+        ):
+            raise InvalidError(f"slice of shape {list(array.shape)} at {list(start)} is not a "
+                               f"non-empty box inside {list(shape)}", key=key,
+                               requirement="R-SLICE-001")
+        _check_shape(key, shape)
+        raw = to_raw(array, dtype)
+        if tensor is None:
+            self._claim_key(key)
+            tensor = self._tensors[key] = _Tensor(key, dtype, shape)
+        tensor.slices.append((start, array.shape, self._store(raw, dtype)))
+
+    def set_object_graph(self, nodes: Sequence[Node]) -> None:
+        """Make this an object-based checkpoint with the object graph ``nodes``.
+
+        Node 0 is the root. Attribute keys must name tensors written to this
+        checkpoint; the graph is checked like a reader would before commit.
+        """
+        self._graph = list(nodes)
+
+    @property
+    def index_name(self) -> str:
+        """The name under which the directory form publishes its index.
+
+        ``index.ocf``: publishing it commits the checkpoint, after which the
+        shards and temporary files it does not reference are deleted
+        [R-COMMIT-004]. Under any other name (a part index, spec/parts.md) the
+        index is written and published by the same steps, and nothing is
+        deleted.
+        """
+        return INDEX_FILE_NAME
+
+    def finish_index(self, index: index_pb2.Index) -> None:
+        """Called by :meth:`commit` with the index message (``ocf.v1.index_pb2.Index``)
+        once its tables, metadata and object graph are filled, before it is
+        serialized; its shards are listed after this call. The default does
+        nothing; a subclass may set more fields (a part's ``Index.part``)."""
+
+    def commit(self) -> None:
+        """Write the index and publish the checkpoint atomically."""
+        if self._closed:
+            raise InvalidError("writer is already closed", path=self.target)
+        try:
+            self._fill_tables()
+            if self._graph is not None:
+                encode_graph(self._graph, self._index.object_graph)
+                decode_graph(self._index.object_graph, self._tensors, str(self.target))
+            self.finish_index(self._index)
+            if self.layout == "file":
+                self._commit_file()
+            else:
+                self._commit_directory()
+        except BaseException:
+            self.abort()
+            raise
+        self._closed = True
+        self._pool.shutdown()
+
+    def abort(self) -> None:
+        """Drop everything written so far; the target is left as it was."""
+        for output in self._files:
+            output.discard()
+        self._files.clear()
+        if self._created_directory and isinstance(self.target, Path):
+            with contextlib.suppress(OSError):  # only if nothing else was put there
+                self.target.rmdir()
+        self._closed = True
+        self._pool.shutdown(cancel_futures=True)
+
+    def __enter__(self) -> Writer:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.commit()
+        elif not self._closed:
+            self.abort()
+
+    # -- storing blocks -------------------------------------------------------
+
+    def _claim_key(self, key: str) -> None:
+        if not isinstance(key, str) or not key or "\0" in key:
+            raise InvalidError("tensor keys must be non-empty str without NUL", key=repr(key),
+                               requirement="R-TENSOR-001")
+        try:  # an ASCII key is its own UTF-8; others may hold a lone surrogate
+            size = len(key) if key.isascii() else len(key.encode("utf-8"))
+        except UnicodeEncodeError as exc:
+            raise InvalidError(f"key is not valid Unicode ({exc.reason} at character "
+                               f"{exc.start}); keys are UTF-8", key=key,
+                               requirement="R-TENSOR-001") from None
+        if size > MAX_KEY_BYTES:
+            raise LimitExceededError(f"key is {size} bytes, above the limit of "
+                                     f"{MAX_KEY_BYTES}", requirement="R-TENSOR-001")
+        if key in self._tensors:
+            raise InvalidError("key written twice", key=key, requirement="R-TENSOR-001")
+
+    def _store(self, raw: memoryview, dtype: dtypes.DTypeInfo) -> _Block:
+        """Write ``raw`` as the next block."""
+        size = len(raw)
+        output = self._output_for(size)
+        output.align()
+        shard = len(self._files) - 1 if self.layout == "directory" else 0
+        offset = output.position
+        if self.compression is Compression.NONE and 0 < size <= self.chunk_size:
+            # The common case of many small tensors, kept short: one chunk.
+            crc = crc32c(raw)
+            output.write(raw)
+            return _Block(shard, offset, size, size, self._codec, False, 0, [crc], [])
+        chunk_size = self.chunk_size if size > self.chunk_size else 0
+        ranges = [(0, size)] if not chunk_size else [
+            (s, min(s + chunk_size, size)) for s in range(0, size, chunk_size)]
+        if not size:
+            return _Block(shard, offset, 0, 0, self._codec, False, 0, [], [])
+        if self.compression is Compression.NONE:
+            crcs = self._write_plain(output, raw, ranges)
+            return _Block(shard, offset, size, size, self._codec, False, chunk_size,
+                          crcs, [])
+        shuffle = self.byte_shuffle and dtype.itemsize > 1
+        encoder = ChunkEncoder(self.compression, self.level, dtype.itemsize if shuffle else 1)
+        crcs, lengths = [], []
+        for stored in self._encoded(encoder, raw, ranges):
+            crcs.append(crc32c(stored))
+            lengths.append(len(stored))
+            output.write(stored)
+        return _Block(shard, offset, sum(lengths), size, self._codec, shuffle,
+                      chunk_size, crcs, lengths)
+
+    def _write_plain(
+        self, output: _OutputFile | ObjectOutput, raw: memoryview, ranges: list[tuple[int, int]]
+    ) -> list[int]:
+        def checksums() -> list[int]:
+            return [crc32c(raw[a:b]) for a, b in ranges]
+
+        if len(raw) < _PARALLEL_CRC:
+            crcs = checksums()
+            output.write(raw)
+            return crcs
+        pending = self._pool.submit(checksums)
+        output.write(raw)
+        return pending.result()
+
+    def _encoded(
+        self, encoder: ChunkEncoder, raw: memoryview, ranges: list[tuple[int, int]]
+    ) -> Iterator[memoryview | bytes]:
+        """Encoded chunks in order, at most a few in flight so memory stays bounded."""
+        window: deque[Future[memoryview | bytes]] = deque()
+        encode: Callable[[memoryview], memoryview | bytes] = encoder.encode
+        for a, b in ranges:
+            window.append(self._pool.submit(encode, raw[a:b]))
+            if len(window) > 2 * self._threads:
+                yield window.popleft().result()
+        while window:
+            yield window.popleft().result()
+
+    # -- files and commit -----------------------------------------------------
+
+    def _prepare_target(self) -> None:
+        if self.layout not in ("file", "directory"):
+            raise InvalidError(f"layout must be 'file' or 'directory', not {self.layout!r}")
+        if isinstance(self.target, ObjectPath):
+            self._prepare_object_target(self.target)
+        elif self.layout == "file":
+            if self.target.is_dir():
+                raise InvalidError("target is a directory; use layout='directory' to write "
+                                   "the multi-file form", path=self.target)
+            self.target.parent.mkdir(parents=True, exist_ok=True)
+            self._files.append(_OutputFile(temp_path(self.target, self.write_id)))
+            self._index.shards.add(path="")  # the file itself holds the data
+        else:
+            if self.target.exists() and not self.target.is_dir():
+                raise InvalidError("target exists and is not a directory", path=self.target)
+            if not self.target.exists():
+                self.target.mkdir(parents=True)
+                fsync_dir(self.target.parent)  # the new directory's name is durable
+                self._created_directory = True
+
+    def _prepare_object_target(self, target: ObjectPath) -> None:
+        """Refuse a target of the other form; an object store needs no directories."""
+        kind = object_kind(target)
+        if self.layout == "file":
+            if kind == "directory":
+                raise InvalidError("target is a prefix holding objects; use "
+                                   "layout='directory' to write the multi-file form", path=target,
+                                   requirement="R-COMMIT-005")
+            # Under its final name: the object exists once its upload completes.
+            self._files.append(ObjectOutput(target))
+            self._index.shards.add(path="")
+        elif kind == "file":
+            raise InvalidError("target exists and is an object, not a prefix", path=target,
+                               requirement="R-COMMIT-005")
+
+    def _output_for(self, size: int) -> _OutputFile | ObjectOutput:
+        if self.layout == "file":
+            return self._files[0]
+        if not self._files or (
+            self._files[-1].position > PREAMBLE_SIZE
+            and self._files[-1].position + padding(self._files[-1].position) + size
+            > self.max_shard_size
+        ):
+            name = shard_file_name(self.write_id, len(self._files))
+            path = self.target / name
+            self._files.append(ObjectOutput(path) if isinstance(path, ObjectPath)
+                               else _OutputFile(path))
+        return self._files[-1]
+
+    def _fill_tables(self) -> None:
+        """Lay the written tensors and blocks out as the index's columns."""
+        keys: list[str] = []
+        dtype_codes: list[tensor_pb2.Dtype] = []
+        ranks: list[int] = []
+        dims: list[int] = []
+        slice_counts: list[int] = []
+        blocks: list[_Block] = []
+        starts: list[int] = []
+        extents: list[int] = []
+        for tensor in self._tensors.values():
+            keys.append(tensor.key)
+            dtype_codes.append(tensor.dtype.code)
+            ranks.append(len(tensor.shape))
+            dims.extend(tensor.shape)
+            slice_counts.append(len(tensor.slices))
+            if tensor.block is not None:
+                blocks.append(tensor.block)
+                continue
+            self._check_tiling(tensor)
+            for start, extent, block in tensor.slices:
+                starts.extend(start)
+                extents.extend(extent)
+                blocks.append(block)
+        table = self._index.tensors
+        table.keys.extend(keys)
+        table.dtypes.extend(dtype_codes)
+        table.ranks.extend(ranks)
+        table.dims.extend(dims)
+        table.slice_counts.extend(slice_counts)
+        columns = self._index.blocks
+        columns.shards.extend(b.shard for b in blocks)
+        columns.offsets.extend(b.offset for b in blocks)
+        columns.stored_lengths.extend(b.stored_length for b in blocks)
+        columns.raw_lengths.extend(b.raw_length for b in blocks)
+        columns.codecs.extend(b.codec for b in blocks)
+        columns.byte_shuffles.extend(b.byte_shuffle for b in blocks)
+        columns.chunk_sizes.extend(b.chunk_size for b in blocks)
+        columns.chunk_crcs.extend(crc for b in blocks for crc in b.chunk_crcs)
+        columns.chunk_stored_lengths.extend(n for b in blocks for n in b.chunk_stored_lengths)
+        columns.slice_starts.extend(starts)
+        columns.slice_extents.extend(extents)
+
+    def _check_tiling(self, tensor: _Tensor) -> None:
+        boxes = [(start, extent) for start, extent, _ in tensor.slices]
+        if not self.slices_must_tile:
+            if not boxes_disjoint(boxes):
+                raise InvalidError("slices of this tensor overlap", key=tensor.key,
+                                   path=self.target, requirement="R-SLICE-001")
+        elif not boxes_tile(boxes, tensor.shape):
+            raise InvalidError(f"slices do not tile the global shape {list(tensor.shape)} "
+                               "exactly (overlap or gap)", key=tensor.key, path=self.target,
+                               requirement="R-SLICE-002")
+
+    def _index_bytes(self) -> bytes:
+        index_bytes = self._index.SerializeToString(deterministic=True)
+        if len(index_bytes) > MAX_INDEX_BYTES:
+            raise LimitExceededError(f"index would be {len(index_bytes)} bytes, above the "
+                                     f"limit of {MAX_INDEX_BYTES}", path=self.target,
+                                     requirement="R-LIMIT-001")
+        return index_bytes
+
+    def _commit_file(self) -> None:
+        index_bytes = self._index_bytes()
+        output = self._files[0]
+        output.flush()
+        index_offset = output.position
+        output.write(index_bytes)
+        footer = Footer(index_offset, len(index_bytes), crc32c(index_bytes))
+        output.write(footer.pack())
+        assert output.position == index_offset + len(index_bytes) + FOOTER_SIZE
+        output.close_durably()  # for an object, this is the commit [R-COMMIT-005]
+        if isinstance(output, _OutputFile):
+            assert isinstance(self.target, Path)
+            publish(output.path, self.target)
+        self._files.clear()
+
+    def _commit_directory(self) -> None:
+        self._publish_index(self.index_name)
+        if self.index_name != INDEX_FILE_NAME:
+            return  # not a commit of the checkpoint: nothing to clean up
+        referenced = {s.path for s in self._index.shards}
+        if isinstance(self.target, ObjectPath):
+            remove_unreferenced_objects(self.target, referenced)
+        else:
+            _remove_unreferenced(self.target, referenced)
+
+    def _publish_index(self, name: str) -> None:
+        """Steps 4 to 8 of [R-COMMIT-002]: sync the shards, list them, and publish
+        the index under ``name`` in the target directory (a part index publishes
+        under its own name, spec/parts.md)."""
+        for output in self._files:
+            output.close_durably()
+            self._index.shards.add(path=output.path.name, length=output.position)
+        index_bytes = self._index_bytes()
+        final = self.target / name
+        # An object store: the index is uploaded under its final name, after every
+        # shard upload completed; completing it is the commit [R-COMMIT-005].
+        index_file = (ObjectOutput(final) if isinstance(final, ObjectPath)
+                      else _OutputFile(temp_path(final, self.write_id)))
+        self._files.append(index_file)
+        index_offset = index_file.position
+        index_file.write(index_bytes)
+        index_file.write(Footer(index_offset, len(index_bytes), crc32c(index_bytes)).pack())
+        index_file.close_durably()
+        if isinstance(index_file, _OutputFile):
+            assert isinstance(self.target, Path)
+            assert isinstance(final, Path)
+            fsync_dir(self.target)
+            publish(index_file.path, final)
+        self._files.clear()
+
+
+def _remove_unreferenced(directory: Path, referenced: set[str]) -> None:
+    """Delete shards the new index does not use: a previous version's, or a crash's."""
+    for name in leftover_names(os.listdir(directory), referenced):
+        remove_quietly(directory / name)
+
+
+def _check_shape(key: str, shape: tuple[int, ...]) -> None:
+    """Refuse a shape beyond the limits of [R-TENSOR-003], empty ones included."""
+    if len(shape) > MAX_RANK:
+        raise LimitExceededError(f"rank {len(shape)} is above the limit of {MAX_RANK}",
+                                 key=key, requirement="R-TENSOR-003")
+    if nonzero_product(shape) > MAX_ELEMENTS:
+        raise LimitExceededError(f"shape {list(shape)}: its non-zero dimensions multiply to "
+                                 "more than 2^58", key=key, requirement="R-TENSOR-003")

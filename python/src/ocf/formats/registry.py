@@ -1,0 +1,129 @@
+"""Converting checkpoints between OCF and other formats (``ocf convert``).
+
+Each foreign format is one :class:`Format` row of :data:`FORMATS`: a name,
+a function telling whether a path holds that format, the file suffixes
+that select it as a target, and the module implementing it. That module is
+imported only when the format is used (a format may need a framework) and
+exposes two functions::
+
+    to_ocf(src: str, dst: str) -> None     # foreign src -> OCF checkpoint dst
+    from_ocf(src: str, dst: str) -> None   # OCF checkpoint src -> foreign dst
+
+Adding a format is one row appended to FORMATS. Converting between two
+foreign formats goes through a temporary OCF file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, cast
+
+from ocf.format.errors import InvalidError, NotFoundError, OCFError
+from ocf.objects.sources import is_ocf_checkpoint
+from ocf.tensorflow.source import is_tensorflow_checkpoint
+
+OCF = "ocf"
+
+
+class FormatModule(Protocol):
+    """What a format's module provides."""
+
+    def to_ocf(self, src: str, dst: str) -> None: ...
+
+    def from_ocf(self, src: str, dst: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class Format:
+    """One convertible format."""
+
+    name: str
+    detect: Callable[[Path], bool]  # does this existing path hold the format?
+    suffixes: tuple[str, ...]  # a destination ending so is written in this format
+    module: str | None  # import path of the module with to_ocf / from_ocf; None for OCF
+
+    def load(self) -> FormatModule:
+        if self.module is None:
+            raise InvalidError(f"{self.name} is the format others convert to and from")
+        return cast(FormatModule, importlib.import_module(self.module))
+
+
+def _has_suffix(*suffixes: str) -> Callable[[Path], bool]:
+    return lambda path: path.is_file() and path.suffix.lower() in suffixes
+
+
+# Checked in order; the first whose detect() accepts a source wins.
+FORMATS: list[Format] = [
+    Format(OCF, is_ocf_checkpoint, (".ocf",), None),
+    Format("safetensors", _has_suffix(".safetensors"), (".safetensors",),
+           "ocf.formats.safetensors"),
+    Format("npz", _has_suffix(".npz"), (".npz",), "ocf.formats.npz"),
+    Format("tensorflow", is_tensorflow_checkpoint, (), "ocf.formats.tensorflow"),
+]
+
+
+def names() -> list[str]:
+    return [f.name for f in FORMATS]
+
+
+def by_name(name: str) -> Format:
+    for fmt in FORMATS:
+        if fmt.name == name:
+            return fmt
+    raise InvalidError(f"unknown checkpoint format {name!r}; known: {', '.join(names())}")
+
+
+def detect_source(path: str | os.PathLike[str]) -> Format:
+    """The format of the existing checkpoint at ``path``."""
+    target = Path(path)
+    if not target.exists() and not any(f.detect(target) for f in FORMATS):
+        raise NotFoundError("nothing to convert at this path", path=target)
+    for fmt in FORMATS:
+        if fmt.detect(target):
+            return fmt
+    raise InvalidError(f"cannot tell the format of this file; known formats: "
+                       f"{', '.join(names())} (give --from)", path=target)
+
+
+def target_for(path: str | os.PathLike[str]) -> Format:
+    """The format to write at ``path``, by its suffix; OCF when none matches."""
+    suffix = Path(path).suffix.lower()
+    for fmt in FORMATS:
+        if suffix in fmt.suffixes:
+            return fmt
+    return by_name(OCF)
+
+
+def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], *,
+            to: str | None = None, source_format: str | None = None) -> tuple[str, str]:
+    """Convert the checkpoint ``src`` into ``dst``; return (source, target) format names.
+
+    The source format is detected unless given; the target is ``to``, else
+    the one ``dst``'s suffix names, else OCF.
+    """
+    source = by_name(source_format) if source_format else detect_source(src)
+    target = by_name(to) if to else target_for(dst)
+    src_s, dst_s = os.fspath(src), os.fspath(dst)
+    if source.name == OCF and target.name == OCF:
+        raise InvalidError("source and target are both OCF; nothing to convert "
+                           "(use ocf.Writer options to rewrite a checkpoint)", path=src_s)
+    if source.name == OCF:
+        target.load().from_ocf(src_s, dst_s)
+    elif target.name == OCF:
+        source.load().to_ocf(src_s, dst_s)
+    else:
+        with tempfile.TemporaryDirectory(prefix="ocf-convert-") as tmp:
+            middle = os.path.join(tmp, "middle.ocf")
+            source.load().to_ocf(src_s, middle)
+            try:
+                target.load().from_ocf(middle, dst_s)
+            except OCFError as exc:  # name the user's file, not the temporary one
+                raise type(exc)(exc.detail, path=src_s, key=exc.key,
+                                requirement=exc.requirement) from None
+    return source.name, target.name
+

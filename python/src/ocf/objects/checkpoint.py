@@ -1,0 +1,99 @@
+"""``ocf.Checkpoint``: the root of an object-based checkpoint (seeds 000, 002, 003).
+
+``Checkpoint(model=model, optimizer=optimizer)`` makes a root with one
+named edge per keyword (more can be added as attributes, as with any
+:class:`ocf.Module`) plus ``save_counter``. :meth:`Checkpoint.save` writes
+the numbered ``prefix-N``; :meth:`Checkpoint.write` writes exactly the path
+given; :meth:`Checkpoint.restore` matches by structure and returns a
+:class:`ocf.RestoreStatus`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Literal, overload
+
+import numpy as np
+
+from ocf.format.async_save import SaveHandle
+from ocf.format.storage.location import StorageOptions
+from ocf.objects.restoring import NameMap, RestoreStatus, restore
+from ocf.objects.saving import write, write_async
+from ocf.objects.tracking import Module, Variable
+
+SAVE_COUNTER = "save_counter"
+
+
+class Checkpoint(Module):
+    """Groups the objects to save; each keyword becomes a named edge of the root."""
+
+    ocf_type_name = "ocf.Checkpoint"
+
+    def __init__(self, **objects: object) -> None:
+        self._save_counter = Variable(np.array(0, dtype=np.int64))
+        for name, value in objects.items():
+            if name == SAVE_COUNTER:
+                raise ValueError(f"{SAVE_COUNTER!r} is the checkpoint's own counter")
+            setattr(self, name, value)
+
+    def ocf_children(self) -> Mapping[str, object]:
+        return {**super().ocf_children(), SAVE_COUNTER: self._save_counter}
+
+    @property
+    def save_counter(self) -> int:
+        """How many numbered checkpoints :meth:`save` has written (restored too)."""
+        return int(self._save_counter.value)
+
+    @overload
+    def save(self, prefix: str | os.PathLike[str], *, blocking: Literal[True] = True,
+             **options: object) -> str: ...
+
+    @overload
+    def save(self, prefix: str | os.PathLike[str], *, blocking: Literal[False],
+             **options: object) -> SaveHandle: ...
+
+    def save(self, prefix: str | os.PathLike[str], *, blocking: bool = True,
+             **options: object) -> str | SaveHandle:
+        """Write the numbered checkpoint ``prefix-N``, N = save_counter + 1; return its path.
+
+        ``options`` go to :class:`ocf.Writer` (layout, compression,
+        storage_options for a URL prefix such as ``s3://bucket/run/ckpt``, ...).
+        With ``blocking=False``, return a :class:`ocf.format.async_save.SaveHandle`
+        once the tensors are copied to host memory; the write and commit run in
+        the background, and the counter stays advanced even if they fail.
+        """
+        self._save_counter.value[...] = self.save_counter + 1
+        path = f"{os.fspath(prefix)}-{self.save_counter}"
+        try:
+            if not blocking:
+                return write_async(self, path, **options)  # type: ignore[arg-type]
+            return write(self, path, **options)  # type: ignore[arg-type]
+        except BaseException:
+            self._save_counter.value[...] = self.save_counter - 1
+            raise
+
+    @overload
+    def write(self, path: str | os.PathLike[str], *, blocking: Literal[True] = True,
+              **options: object) -> str: ...
+
+    @overload
+    def write(self, path: str | os.PathLike[str], *, blocking: Literal[False],
+              **options: object) -> SaveHandle: ...
+
+    def write(self, path: str | os.PathLike[str], *, blocking: bool = True,
+              **options: object) -> str | SaveHandle:
+        """Write a checkpoint of everything this root reaches at exactly ``path``.
+
+        ``blocking=False`` as for :meth:`save`.
+        """
+        if not blocking:
+            return write_async(self, path, **options)  # type: ignore[arg-type]
+        return write(self, path, **options)  # type: ignore[arg-type]
+
+    def restore(self, path: str | os.PathLike[str], *, start: str = "",
+                name_map: NameMap | None = None, verify: bool = True,
+                storage_options: StorageOptions | None = None) -> RestoreStatus:
+        """Restore by structure from ``path``; see :func:`ocf.restore`."""
+        return restore(self, os.fspath(path), start=start, name_map=name_map, verify=verify,
+                       storage_options=storage_options)

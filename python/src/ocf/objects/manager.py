@@ -1,0 +1,654 @@
+"""Checkpoint management: numbered checkpoints in one directory, like
+tf.train.CheckpointManager, and :func:`latest_checkpoint` to find the newest.
+
+A manager saves ``<directory>/<checkpoint_name>-<number>`` through the
+object it manages (any :class:`Saveable`), records them in the state file
+``<directory>/checkpoint.json``, keeps the newest ``max_to_keep`` and
+deletes older ones unless ``keep_checkpoint_every_n_hours`` preserves them.
+
+Crash-safety contract. :meth:`CheckpointManager.save` runs these steps in
+this order, and a process killed at any instant (SIGKILL, preemption)
+leaves :func:`latest_checkpoint` naming a complete checkpoint that
+restores, or None if no save ever finished:
+
+1. The new checkpoint is written completely; the write is atomic by itself
+   (temporary name, fsync, rename, fsync of the directory).
+2. The state file is replaced atomically the same way, naming the new
+   checkpoint as latest and still listing the ones about to be deleted.
+3. Only then are the checkpoints beyond ``max_to_keep`` deleted (never the
+   newest, never one kept by the hours rule; files already gone are
+   ignored), and the state file is replaced again without them.
+
+So the state file is always whole, and it never names a checkpoint that was
+not complete when it was written. A kill between steps 1 and 2 leaves the
+new checkpoint on disk unnamed (the next save of the same number replaces
+it); a kill during step 3 leaves entries whose files are gone, which
+readers skip and the next manager drops. :func:`latest_checkpoint` also
+skips entries that do not open (deleted or damaged by hand) and falls back
+to the newest that does. Unknown files in the directory are never deleted;
+leftover temporary files of this manager's own names (a killed write's) are
+removed after the next successful save.
+
+The state file is read as hostile input: at most 1 MiB, strict JSON, every
+field type-checked, and every name a plain file name inside the directory.
+
+Only one manager should save into a directory at a time; any number may
+read it (constructing a manager writes nothing).
+
+On an object store (``directory`` an ``s3://`` URL, with ``storage_options``
+for fsspec) the same three steps run with uploads for renames
+(spec/commit.md, "Object stores"): step 1 ends when the checkpoint's index
+object is acknowledged (its commit point, R-COMMIT-005); step 2 uploads
+``checkpoint.json`` as one object in one PUT, atomic by itself, so a reader
+sees the previous state or the new one, whole; step 3 deletes each old
+checkpoint's objects, its ``index.ocf`` first. The contract above holds
+there as stated, on a store with the guarantees of R-COMMIT-005. What a
+killed directory-form upload leaves (shards without an index) is removed
+by the next write at the same name.
+
+``save(blocking=False)`` (with an :class:`ocf.Checkpoint`) returns once the
+tensors are copied (ocf.format.async_save); the checkpoint is written in the
+background and steps 2 and 3 run there after its commit, so the state never
+names a checkpoint before it exists. Its :class:`ocf.SaveHandle` waits for
+all three steps; the next save waits for them too.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import operator
+import os
+import re
+import shutil
+import stat
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol, SupportsIndex, TypeAlias, overload, runtime_checkable
+
+from ocf.format.async_save import SaveHandle, then
+from ocf.format.commit import (
+    TEMP_MARKER,
+    fsync_dir,
+    new_write_id,
+    publish,
+    remove_quietly,
+    temp_path,
+)
+from ocf.format.container import INDEX_FILE_NAME
+from ocf.format.errors import (
+    InvalidError,
+    LimitExceededError,
+    MalformedError,
+    OCFError,
+    UnsupportedVersionError,
+)
+from ocf.format.reader import Reader
+from ocf.format.storage.location import (
+    ObjectPath,
+    StorageOptions,
+    join_path,
+    locate,
+    object_kind,
+    url_scheme,
+)
+from ocf.format.storage.reading import read_small_object
+from ocf.format.storage.uploading import put_object, remove_checkpoint
+
+STATE_FILE_NAME = "checkpoint.json"
+STATE_FORMAT = "ocf-checkpoint-state"
+STATE_VERSION = 1
+MAX_STATE_BYTES = 1 << 20
+
+StrPath: TypeAlias = "str | os.PathLike[str]"
+# Something whose value is the current training step: a callable returning it, or
+# an object with __index__ whose value changes (e.g. a 0-d integer NumPy array).
+StepCounter: TypeAlias = "Callable[[], SupportsIndex] | SupportsIndex"
+
+
+@runtime_checkable
+class Saveable(Protocol):
+    """What a :class:`CheckpointManager` calls on the object it manages.
+
+    A manager given ``storage_options`` also passes them as a keyword to
+    ``save``, ``write`` and ``restore``, and ``save(blocking=False)`` passes
+    ``blocking=False`` to ``save`` or ``write``, which then return an
+    :class:`ocf.SaveHandle`; :class:`ocf.Checkpoint` takes both.
+    """
+
+    @property
+    def save_counter(self) -> int:
+        """How many times :meth:`save` numbered a checkpoint so far."""
+        ...
+
+    def write(self, path: str) -> str:
+        """Write one complete checkpoint atomically at ``path``; return ``path``."""
+        ...
+
+    def save(self, prefix: str) -> str:
+        """Increment save_counter, write ``f"{prefix}-{save_counter}"``, return that path."""
+        ...
+
+    def restore(self, path: str) -> object:
+        """Restore from the checkpoint at ``path``; return a status object."""
+        ...
+
+
+# -- the state file -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckpointState:
+    """The content of ``checkpoint.json``: names relative to its directory."""
+
+    latest: str
+    names: tuple[str, ...]  # oldest first
+    timestamps: tuple[float, ...]  # unix seconds, one per name
+    last_preserved_timestamp: float
+
+    def to_json(self) -> bytes:
+        document = {
+            "format": STATE_FORMAT,
+            "version": STATE_VERSION,
+            "latest": self.latest,
+            "all": list(self.names),
+            "timestamps": list(self.timestamps),
+            "last_preserved_timestamp": self.last_preserved_timestamp,
+        }
+        return (json.dumps(document, indent=1, allow_nan=False) + "\n").encode("utf-8")
+
+
+def check_name(name: object, path: StrPath, what: str = "checkpoint name") -> str:
+    """``name`` if it is a plain file name inside the directory, else InvalidError."""
+    if not isinstance(name, str):
+        raise InvalidError(f"{what} must be a string, got {type(name).__name__}", path=path)
+    bad = (name in ("", ".", "..") or "\0" in name or "/" in name or "\\" in name
+           or os.path.isabs(name) or (os.altsep is not None and os.altsep in name))
+    if bad:
+        raise InvalidError(f"{what} {name!r} is not a plain file name inside the directory",
+                           path=path)
+    return name
+
+
+def _reject_duplicate_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        raise ValueError("an object has a duplicate key")
+    return result
+
+
+def _reject_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _read_capped(path: Path) -> bytes | None:
+    """The bytes of the regular file ``path`` (at most MAX_STATE_BYTES), None if absent."""
+    try:
+        # O_NONBLOCK: a FIFO planted under the name must not hang the reader.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+        raise InvalidError(f"state file is {kind}", path=path)
+    with os.fdopen(fd, "rb") as file:
+        data = file.read(MAX_STATE_BYTES + 1)
+    if len(data) > MAX_STATE_BYTES:
+        raise LimitExceededError(f"state file is larger than {MAX_STATE_BYTES} bytes",
+                                 path=path)
+    return data
+
+
+def _decode(data: bytes, path: StrPath) -> object:
+    try:
+        return json.loads(data.decode("utf-8"), object_pairs_hook=_reject_duplicate_keys,
+                          parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise MalformedError(f"state file is not valid UTF-8 JSON: {exc}", path=path) from None
+
+
+def _number(value: object, what: str, path: StrPath) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InvalidError(f"{what} must be a finite number, got {value!r:.40}", path=path)
+    return float(value)
+
+
+def _list(document: dict[str, object], key: str, path: StrPath) -> list[object]:
+    value = document.get(key)
+    if not isinstance(value, list):
+        raise InvalidError(f"field {key!r} must be a list, got {type(value).__name__}",
+                           path=path)
+    return value
+
+
+def _check_header(document: object, path: StrPath) -> dict[str, object]:
+    if not isinstance(document, dict):
+        raise InvalidError("state file must hold a JSON object", path=path)
+    if document.get("format") != STATE_FORMAT:
+        raise InvalidError(f"field 'format' must be {STATE_FORMAT!r}", path=path)
+    version = document.get("version")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise InvalidError("field 'version' must be an integer", path=path)
+    if version != STATE_VERSION:
+        raise UnsupportedVersionError(f"state file version {version}; this reader reads "
+                                      f"version {STATE_VERSION}", path=path)
+    return document
+
+
+def parse_state(data: bytes, path: StrPath) -> CheckpointState:
+    """Decode and check the bytes of a state file; OCFError naming ``path`` if bad."""
+    document = _check_header(_decode(data, path), path)
+    latest = check_name(document.get("latest"), path, "field 'latest'")
+    names = tuple(check_name(n, path, "entry of 'all'") for n in _list(document, "all", path))
+    if len(set(names)) != len(names):
+        raise InvalidError("field 'all' names a checkpoint twice", path=path)
+    timestamps = tuple(_number(t, "timestamp", path)
+                       for t in _list(document, "timestamps", path))
+    if len(timestamps) != len(names):
+        raise InvalidError(f"{len(timestamps)} timestamps for {len(names)} checkpoints",
+                           path=path)
+    preserved = _number(document.get("last_preserved_timestamp"),
+                        "field 'last_preserved_timestamp'", path)
+    return CheckpointState(latest, names, timestamps, preserved)
+
+
+def _where(directory: StrPath, storage_options: StorageOptions | None) -> Path | ObjectPath:
+    """The local directory, or the object-store prefix of a URL."""
+    if url_scheme(directory) is None:
+        return Path(directory)
+    return locate(directory, storage_options)
+
+
+def read_state(directory: StrPath, storage_options: StorageOptions | None = None
+               ) -> CheckpointState | None:
+    """The checked state file of ``directory``, or None if it has none."""
+    path = _where(directory, storage_options) / STATE_FILE_NAME
+    if isinstance(path, ObjectPath):
+        data = read_small_object(path, MAX_STATE_BYTES)
+    else:
+        data = _read_capped(path)
+    return None if data is None else parse_state(data, path)
+
+
+def write_state(directory: StrPath, state: CheckpointState,
+                storage_options: StorageOptions | None = None) -> None:
+    """Replace the state file of ``directory`` atomically and durably."""
+    target = _where(directory, storage_options) / STATE_FILE_NAME
+    data = state.to_json()
+    if len(data) > MAX_STATE_BYTES:  # never write what read_state would refuse
+        raise LimitExceededError(f"state file would be {len(data)} bytes, above the limit of "
+                                 f"{MAX_STATE_BYTES}; lower max_to_keep", path=target)
+    if isinstance(target, ObjectPath):
+        # One PUT replaces the object atomically, durable once acknowledged [R-COMMIT-005].
+        put_object(target, data)
+        return
+    temp = temp_path(target, new_write_id())
+    try:
+        with open(temp, "xb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        publish(temp, target)  # rename, then fsync of the directory
+    except BaseException:
+        remove_quietly(temp)
+        raise
+
+
+# -- finding the latest checkpoint ----------------------------------------------
+
+
+def _opens(path: str, storage_options: StorageOptions | None) -> bool:
+    """True if ``path`` is a committed checkpoint.
+
+    Opening reads and checks only the footer and the index (CRC-32C and
+    structure) and checks every shard's presence and length; tensor bytes
+    are not read, so this costs about the index's size, not the model's.
+    """
+    try:
+        Reader(path, storage_options=storage_options).close()
+    except (OCFError, OSError):
+        return False
+    return True
+
+
+def _newest_first(state: CheckpointState) -> Iterator[str]:
+    yield state.latest
+    yield from (name for name in reversed(state.names) if name != state.latest)
+
+
+def _first_intact(directory: str, state: CheckpointState,
+                  storage_options: StorageOptions | None) -> str | None:
+    for name in _newest_first(state):
+        if _opens(join_path(directory, name), storage_options):
+            return name
+    return None
+
+
+def latest_checkpoint(directory: StrPath, storage_options: StorageOptions | None = None
+                      ) -> str | None:
+    """The path of the newest checkpoint of ``directory``'s state file that opens.
+
+    The state's ``latest`` if it opens, else the newest entry of its list
+    that does; None without a state file or when none opens. A state file
+    that is not well formed raises an OCFError naming it. ``directory`` may
+    be a URL (``s3://bucket/run``), whose ``storage_options`` go to fsspec.
+    """
+    directory = os.fspath(directory)
+    state = read_state(directory, storage_options)
+    name = None if state is None else _first_intact(directory, state, storage_options)
+    return None if name is None else join_path(directory, name)
+
+
+# -- the manager ----------------------------------------------------------------
+
+
+def _delete_checkpoint(path: Path | ObjectPath) -> None:
+    """Delete a checkpoint, quietly if it is already gone."""
+    if isinstance(path, ObjectPath):
+        remove_checkpoint(path)
+    elif path.is_dir() and not path.is_symlink():
+        remove_quietly(path / INDEX_FILE_NAME)  # first, so that what remains never opens
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        remove_quietly(path)
+
+
+def _check_options(max_to_keep: int | None, keep_hours: float | None,
+                   step_counter: StepCounter | None, interval: int | None) -> None:
+    if max_to_keep is not None and (isinstance(max_to_keep, bool)
+                                    or not isinstance(max_to_keep, int) or max_to_keep < 1):
+        raise InvalidError(f"max_to_keep must be a positive integer or None, not {max_to_keep!r}")
+    if keep_hours is not None and (isinstance(keep_hours, bool) or not (
+            isinstance(keep_hours, (int, float))
+            and math.isfinite(keep_hours) and keep_hours > 0)):
+        raise InvalidError("keep_checkpoint_every_n_hours must be a positive number or None, "
+                           f"not {keep_hours!r}")
+    if interval is not None:
+        if step_counter is None:
+            raise InvalidError("step_counter must be given with checkpoint_interval")
+        if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
+            raise InvalidError(f"checkpoint_interval must be a positive integer, not {interval!r}")
+
+
+class CheckpointManager:
+    """Saves numbered checkpoints in ``directory``, keeping the newest ``max_to_keep``.
+
+    Semantics of tf.train.CheckpointManager: checkpoints are numbered by
+    ``checkpoint.save_counter`` (through ``checkpoint.save``) unless
+    ``save`` is given ``checkpoint_number``; once more than ``max_to_keep``
+    are managed the oldest leave the managed set, and are deleted unless
+    ``keep_checkpoint_every_n_hours`` have passed since the last one
+    preserved, in which case they stay on disk for good, unlisted.
+    ``max_to_keep=None`` keeps and lists everything. With
+    ``checkpoint_interval``, ``save`` does nothing until ``step_counter``
+    advanced that many steps since the last save.
+
+    A manager reopened on the same directory continues from its state file,
+    dropping entries whose files are gone. ``clock`` gives the timestamps
+    (unix seconds) the hours rule works on. ``directory`` may be a URL
+    (``s3://bucket/run``) whose ``storage_options`` go to fsspec, and to the
+    managed object's save, write and restore (see the module docstring).
+    """
+
+    def __init__(
+        self,
+        checkpoint: Saveable,
+        directory: StrPath,
+        max_to_keep: int | None = 5,
+        keep_checkpoint_every_n_hours: float | None = None,
+        checkpoint_name: str = "ckpt",
+        step_counter: StepCounter | None = None,
+        checkpoint_interval: int | None = None,
+        init_fn: Callable[[], object] | None = None,
+        clock: Callable[[], float] = time.time,
+        storage_options: StorageOptions | None = None,
+    ) -> None:
+        _check_options(max_to_keep, keep_checkpoint_every_n_hours, step_counter,
+                       checkpoint_interval)
+        self._checkpoint = checkpoint
+        self._directory = os.fspath(directory)
+        self._storage_options = storage_options
+        self._where = _where(self._directory, storage_options)
+        if isinstance(self._where, ObjectPath):
+            self._directory = self._directory.rstrip("/")
+        self._name = check_name(checkpoint_name, self._directory, "checkpoint_name")
+        self._max_to_keep = max_to_keep
+        self._keep_seconds = (None if keep_checkpoint_every_n_hours is None
+                              else keep_checkpoint_every_n_hours * 3600.0)
+        self._step_counter = step_counter
+        self._checkpoint_interval = checkpoint_interval
+        self._last_checkpoint_step: int | None = None
+        self._init_fn = init_fn
+        self._clock = clock
+        self._leftover = re.compile(
+            rf"\.({re.escape(self._name)}-\d+|{re.escape(STATE_FILE_NAME)})"
+            rf"{re.escape(TEMP_MARKER)}[0-9a-f]{{16}}")
+        self._entries: dict[str, float] = {}  # name -> timestamp, oldest first
+        self._latest: str | None = None
+        # Held while the entries change: an asynchronous save changes them in the
+        # background while the training thread may read the properties.
+        self._lock = threading.Lock()
+        self._recover(read_state(self._directory, storage_options), clock())
+
+    def _recover(self, state: CheckpointState | None, now: float) -> None:
+        """Take over a previous manager's state, dropping entries whose files are gone."""
+        if state is None:
+            # A second back, so a manager recreated at once still preserves by the hour rule.
+            self._last_preserved = now - 1.0
+            return
+        self._last_preserved = min(state.last_preserved_timestamp, now)  # clock went back?
+        for name, timestamp in zip(state.names, state.timestamps):
+            timestamp = min(timestamp, now)
+            if timestamp > self._last_preserved and self._exists(name):
+                self._entries[name] = timestamp
+        self._latest = _first_intact(self._directory, state, self._storage_options)
+
+    def _exists(self, name: str) -> bool:
+        where = self._where / name
+        if isinstance(where, ObjectPath):
+            return object_kind(where) is not None
+        return os.path.exists(where)
+
+    # -- properties -------------------------------------------------------------
+
+    @property
+    def directory(self) -> str:
+        return self._directory
+
+    @property
+    def checkpoint(self) -> Saveable:
+        return self._checkpoint
+
+    @property
+    def checkpoint_interval(self) -> int | None:
+        return self._checkpoint_interval
+
+    @property
+    def checkpoints(self) -> list[str]:
+        """Paths of the managed checkpoints, oldest first (not those kept by the hours)."""
+        with self._lock:
+            return [self._path(name) for name in self._entries]
+
+    @property
+    def latest_checkpoint(self) -> str | None:
+        """Path of the newest checkpoint, or None; what ``ocf.latest_checkpoint`` finds.
+
+        After ``save(blocking=False)``, the previous one until the new one committed.
+        """
+        latest = self._latest
+        return None if latest is None else self._path(latest)
+
+    def _path(self, name: str) -> str:
+        return join_path(self._directory, name)
+
+    # -- saving -----------------------------------------------------------------
+
+    @overload
+    def save(self, checkpoint_number: SupportsIndex | None = None,
+             check_interval: bool = True, *, blocking: Literal[True] = True) -> str | None: ...
+
+    @overload
+    def save(self, checkpoint_number: SupportsIndex | None = None,
+             check_interval: bool = True, *, blocking: Literal[False]) -> SaveHandle | None: ...
+
+    def save(self, checkpoint_number: SupportsIndex | None = None,
+             check_interval: bool = True, *, blocking: bool = True) -> str | SaveHandle | None:
+        """Write a new checkpoint, record it as latest, then delete what falls out.
+
+        Returns its path, or None when ``checkpoint_interval`` says it is too
+        early (``check_interval=False`` saves anyway, unless this step was
+        saved already). With ``blocking=False``, returns an
+        :class:`ocf.SaveHandle` once the tensors are copied; the write, the
+        state update and the deletions run in the background, in that order,
+        and ``wait()`` returns the path once all are done.
+        """
+        step = None if self._checkpoint_interval is None else self._current_step()
+        if step is not None and not self._due(step, check_interval):
+            return None
+        self._make_directory()
+        result = self._write(checkpoint_number, blocking)  # step 1 (atomic by itself)
+        timestamp = self._clock()
+        if isinstance(result, str):
+            self._commit(result, timestamp)
+            if step is not None:
+                self._last_checkpoint_step = step
+            return self._path(result)
+        name, handle = result
+        if step is not None:  # the interval counts from the call, as the values do
+            self._last_checkpoint_step = step
+
+        def record(path: str) -> str:
+            self._commit(name, timestamp)
+            return path
+
+        return then(handle, record)
+
+    def _commit(self, name: str, timestamp: float) -> None:
+        """Steps 2 and 3, once checkpoint ``name`` has committed."""
+        with self._lock:
+            self._entries.pop(name, None)  # saved again: it moves to the end
+            self._entries[name] = timestamp
+            self._latest = name
+            self._record()  # step 2: the state names the new checkpoint
+            if self._sweep():  # step 3: deletions, then the state without them
+                self._record()
+            self._remove_leftovers()
+
+    def _current_step(self) -> int:
+        counter = self._step_counter
+        assert counter is not None  # checked with checkpoint_interval
+        return operator.index(counter() if callable(counter) else counter)
+
+    def _due(self, step: int, check_interval: bool) -> bool:
+        """Whether checkpoint_interval allows a save at ``step``."""
+        last, interval = self._last_checkpoint_step, self._checkpoint_interval
+        assert interval is not None
+        return last is None or (step != last and (not check_interval or step >= last + interval))
+
+    def _make_directory(self) -> None:
+        if isinstance(self._where, ObjectPath):
+            return  # a prefix exists once an object below it does
+        directory = Path(self._directory)
+        if not directory.is_dir():
+            directory.mkdir(parents=True, exist_ok=True)
+            fsync_dir(directory.absolute().parent)  # the new directory's name is durable
+
+    def _write(self, checkpoint_number: SupportsIndex | None, blocking: bool
+               ) -> str | tuple[str, SaveHandle]:
+        """Write the checkpoint through the managed object: its name in the directory,
+        with the handle of the background write when not ``blocking``."""
+        prefix = self._path(self._name)
+        if checkpoint_number is None:
+            result = self._call(self._checkpoint.save, prefix, blocking)
+        else:
+            if isinstance(checkpoint_number, bool) or operator.index(checkpoint_number) < 0:
+                raise InvalidError("checkpoint_number must be a non-negative integer, not "
+                                   f"{checkpoint_number!r}")
+            path = f"{prefix}-{operator.index(checkpoint_number)}"
+            result = self._call(self._checkpoint.write, path, blocking)
+        if blocking:
+            return self._name_of(result)
+        if not isinstance(result, SaveHandle):
+            raise InvalidError(f"save(blocking=False) of the managed {type(self._checkpoint)}"
+                               f" returned a {type(result).__name__}, not an ocf.SaveHandle",
+                               path=self._directory)
+        return self._name_of(result.path), result
+
+    def _call(self, method: Callable[..., object], path: str, blocking: bool) -> object:
+        """``method(path)``, with the keywords a Saveable needs to take only when they
+        differ from the defaults (storage_options, blocking=False)."""
+        options: dict[str, object] = {}
+        if self._storage_options is not None:
+            options["storage_options"] = self._storage_options
+        if not blocking:
+            options["blocking"] = False
+        return method(path, **options)
+
+    def _name_of(self, path: object) -> str:
+        """The name in the directory of the checkpoint the managed object wrote at ``path``."""
+        if not isinstance(path, (str, os.PathLike)):
+            raise InvalidError(f"the managed object returned a {type(path).__name__}, not the "
+                               "path of the checkpoint", path=self._directory)
+        text = os.fspath(path)
+        if isinstance(self._where, ObjectPath):
+            name = text.rstrip("/").rsplit("/", 1)[-1]
+            outside = text.rstrip("/") != self._path(name)
+        else:
+            name = os.path.basename(text)
+            outside = os.path.abspath(text) != os.path.abspath(self._path(name))
+        if outside:
+            raise InvalidError(f"the checkpoint was written at {text!r}, outside the "
+                               "manager's directory", path=self._directory)
+        return check_name(name, self._directory)
+
+    def _record(self) -> None:
+        assert self._latest is not None
+        write_state(self._directory, CheckpointState(
+            self._latest, tuple(self._entries), tuple(self._entries.values()),
+            self._last_preserved), self._storage_options)
+
+    def _sweep(self) -> bool:
+        """Drop the oldest entries beyond max_to_keep; True if any was dropped."""
+        if self._max_to_keep is None or len(self._entries) <= self._max_to_keep:
+            return False
+        while len(self._entries) > self._max_to_keep:
+            name = next(iter(self._entries))
+            timestamp = self._entries.pop(name)
+            if (self._keep_seconds is not None
+                    and timestamp - self._keep_seconds >= self._last_preserved):
+                self._last_preserved = timestamp  # kept on disk for good, no longer listed
+                continue
+            _delete_checkpoint(self._where / name)
+        return True
+
+    def _remove_leftovers(self) -> None:
+        """Remove temporary files of this manager's names left by a killed save."""
+        if isinstance(self._where, ObjectPath):
+            return  # uploads use no temporary names (spec/commit.md, "Object stores")
+        with os.scandir(self._directory) as entries:
+            for entry in entries:
+                if self._leftover.fullmatch(entry.name):
+                    remove_quietly(Path(entry.path))
+
+    # -- restoring --------------------------------------------------------------
+
+    def restore_or_initialize(self) -> str | None:
+        """Restore the latest checkpoint and return its path; else call init_fn, return None."""
+        path = self.latest_checkpoint
+        if path is not None:
+            if self._storage_options is None:
+                self._checkpoint.restore(path)
+            else:
+                restore: Callable[..., object] = self._checkpoint.restore
+                restore(path, storage_options=self._storage_options)
+            if self._checkpoint_interval is not None:
+                self._last_checkpoint_step = self._current_step()
+            return path
+        if self._init_fn is not None:
+            self._init_fn()
+        return None

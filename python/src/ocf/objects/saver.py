@@ -1,0 +1,101 @@
+"""The name-based API: the ``tf.compat.v1.train.Saver`` workflow without TensorFlow.
+
+A :class:`Saver` holds a mapping from checkpoint names to NumPy arrays. It
+saves them under those names and restores into the same arrays in place,
+so a dict renames in both directions and a partial dict saves or restores a
+subset. :func:`list_variables` and :func:`load_variable` inspect a
+checkpoint without a Saver.
+
+All three also read TensorFlow checkpoints (the prefix a
+``tf.compat.v1.train.Saver`` or ``tf.train.Checkpoint`` wrote), through
+:mod:`ocf.objects.sources`, without TensorFlow: a partitioned variable is read
+whole, and a string tensor as an object array of ``bytes``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import numpy as np
+
+from ocf.format.errors import InvalidError
+from ocf.format.storage.location import StorageOptions
+from ocf.numpy import save_file
+from ocf.objects.sources import open_source
+
+
+class Saver:
+    """Saves and restores a fixed set of arrays by name."""
+
+    def __init__(self, var_list: Mapping[str, np.ndarray]) -> None:
+        for name, array in var_list.items():
+            if not isinstance(array, np.ndarray):
+                raise InvalidError(f"Saver needs NumPy arrays; {name!r} is a "
+                                   f"{type(array).__name__}")
+        self.var_list = dict(var_list)
+
+    def save(
+        self,
+        path: str | os.PathLike[str],
+        global_step: int | None = None,
+        **options: object,
+    ) -> str:
+        """Write every array under its name; returns the path written.
+
+        With ``global_step`` the path gets the suffix ``-<step>``, as
+        TensorFlow's Saver numbers its checkpoints. ``options`` go to
+        :func:`ocf.numpy.save_file`.
+        """
+        target = os.fspath(path) + ("" if global_step is None else f"-{int(global_step)}")
+        save_file(self.var_list, target, **options)  # type: ignore[call-overload]
+        return target
+
+    def restore(self, path: str | os.PathLike[str], *, verify: bool = True,
+                storage_options: StorageOptions | None = None) -> None:
+        """Copy each saved value into its array in place; dtypes and shapes must match.
+
+        Every value is checked and read before any array is changed, so a
+        failed restore leaves all arrays as they were. ``storage_options``
+        go to fsspec for a URL such as ``s3://bucket/model``.
+        """
+        reader = open_source(path, verify=verify, storage_options=storage_options)
+        try:
+            for name, target in self.var_list.items():
+                info = reader.summary(name)
+                if info.numpy != target.dtype.newbyteorder("<") and not (
+                    info.numpy is None and target.dtype == object
+                ):
+                    raise InvalidError(f"checkpoint has dtype {info.dtype}, the array "
+                                       f"{target.dtype}", path=reader.path, key=name)
+                if info.shape != target.shape:
+                    raise InvalidError(f"checkpoint has shape {list(info.shape)}, the array "
+                                       f"{list(target.shape)}", path=reader.path, key=name)
+            # Read (and verify) everything before changing anything.
+            values = {name: reader.get_tensor(name) for name in self.var_list}
+        finally:
+            reader.close()
+        for name, target in self.var_list.items():
+            np.copyto(target, values[name])
+
+
+def list_variables(path: str | os.PathLike[str], *,
+                   storage_options: StorageOptions | None = None
+                   ) -> list[tuple[str, str, tuple[int, ...]]]:
+    """(name, dtype name, shape) of every tensor, sorted by name."""
+    reader = open_source(path, storage_options=storage_options)
+    try:
+        summaries = {key: reader.summary(key) for key in reader}
+    finally:
+        reader.close()
+    return sorted((key, s.dtype, s.shape) for key, s in summaries.items())
+
+
+def load_variable(path: str | os.PathLike[str], name: str, *,
+                  storage_options: StorageOptions | None = None) -> np.ndarray:
+    """The value of one tensor as a new array."""
+    reader = open_source(path, storage_options=storage_options)
+    try:
+        return reader.read_tensor(name)
+    finally:
+        reader.close()
