@@ -38,6 +38,7 @@ import ocf.format.index.tables
 import ocf.format.metadata
 import ocf.format.object_graph
 import ocf.format.reader
+import ocf.format.storage.local
 import ocf.format.writer
 from ocf.format import dtypes
 from ocf.format.checksum import crc32c
@@ -371,7 +372,7 @@ def writer_unaligned_blocks() -> None:
     not a multiple of 64.
     """
 
-    def unpadded(self: ocf.format.writer._OutputFile) -> None:
+    def unpadded(self: ocf.format.storage.local.LocalOutput) -> None:
         return None
 
-    ocf.format.writer._OutputFile.align = unpadded  # type: ignore[method-assign]
+    ocf.format.storage.local.LocalOutput.align = unpadded  # type: ignore[method-assign]

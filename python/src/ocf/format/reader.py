@@ -11,15 +11,10 @@ read unless ``verify=False`` [R-CRC-001].
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import mmap
 import os
-import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from math import prod
-from pathlib import Path
 from types import TracebackType
 from typing import NamedTuple
 
@@ -28,9 +23,6 @@ import numpy as np
 from ocf.format.checksum import crc32c
 from ocf.format.codec import Compression, decode_zstd
 from ocf.format.container import (
-    INDEX_FILE_NAME,
-    PREAMBLE_SIZE,
-    check_preamble,
     read_index_bytes,
 )
 from ocf.format.errors import (
@@ -47,12 +39,9 @@ from ocf.format.metadata import MetadataValue
 from ocf.format.object_graph import ObjectGraph, decode_graph
 from ocf.format.raw import check_bool, decode_strings
 from ocf.format.slicing import Box, as_array_index, chunks_touching, intersect, select
-from ocf.format.storage.location import ObjectPath, StorageOptions, locate
-from ocf.format.storage.reading import ObjectShard, resolve_object
+from ocf.format.storage.backend import Input, backend_of
+from ocf.format.storage.location import Location, StorageOptions, locate
 
-# Uncompressed blocks are read in groups of chunks of about this many bytes,
-# each read and checksummed by one job on a worker thread.
-_PLAIN_GROUP = 4 << 20
 # Limit of the bytes read with one system call for a run of small tensors,
 # and the size from which checksums of mapped data go to worker threads.
 _READ_GROUP = 8 << 20
@@ -78,32 +67,6 @@ def _runs(small: SmallPlain) -> Iterator[tuple[int, int]]:
         yield first, len(offsets) - 1
 
 
-def resolve(path: str | os.PathLike[str]) -> Path:
-    """The index file of the checkpoint at ``path`` [R-FILE-008]."""
-    target = Path(path)
-    if target.is_dir():
-        index = target / INDEX_FILE_NAME
-        if not index.is_file():
-            raise NotFoundError(
-                f"directory holds no committed checkpoint ({INDEX_FILE_NAME} is missing; "
-                "files there may be leftovers of an unfinished write)",
-                path=target,
-                requirement="R-COMMIT-003",
-            )
-        return index
-    if not target.is_file():
-        raise NotFoundError("no checkpoint at this path", path=target, requirement="R-FILE-008")
-    return target
-
-
-def _pread_exact(fd: int, length: int, offset: int, path: Path) -> bytes:
-    data = os.pread(fd, length, offset)
-    if len(data) != length:
-        raise MalformedError(f"file ended after {offset + len(data)} bytes, expected at "
-                             f"least {offset + length}: truncated", path=path)
-    return data
-
-
 class _GroupRead(NamedTuple):
     """A group of chunks being read: its checksums, computed or to come."""
 
@@ -111,107 +74,6 @@ class _GroupRead(NamedTuple):
     block: Block
     chunks: range
     crcs: list[int] | Future[list[int]]
-
-
-class _Shard:
-    """An open file holding tensor bytes; memory-mapped on first use."""
-
-    mappable = True
-    read_group = _PLAIN_GROUP
-
-    def __init__(self, path: Path, fd: int, size: int) -> None:
-        self.path = path
-        self.fd = fd
-        self.size = size
-        self._map: mmap.mmap | None = None
-
-    @classmethod
-    def open(cls, path: Path, expected_length: int) -> _Shard:
-        """Open a shard named by the index: a regular file of the recorded length."""
-        try:
-            # O_NONBLOCK: a FIFO planted under a shard's name must not hang the reader.
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
-            raise NotFoundError(f"shard file named by the index cannot be opened: {exc.strerror}",
-                                path=path, requirement="R-SHARD-002") from None
-        except OSError as exc:
-            if exc.errno != errno.ELOOP:
-                raise  # the environment (permissions, I/O), not the checkpoint
-            raise NotFoundError("shard file named by the index is a symbolic link loop",
-                                path=path, requirement="R-SHARD-002") from None
-        status = os.fstat(fd)
-        shard = cls(path, fd, status.st_size)
-        if not stat.S_ISREG(status.st_mode):
-            shard.close()
-            raise NotFoundError("shard named by the index is not a regular file", path=path,
-                                requirement="R-SHARD-002")
-        if shard.size != expected_length:
-            shard.close()
-            raise MalformedError(f"shard is {shard.size} bytes, the index says "
-                                 f"{expected_length}: truncated or replaced", path=path,
-                                 requirement="R-SHARD-002")
-        try:
-            check_preamble(_pread_exact(fd, PREAMBLE_SIZE, 0, path), path)
-        except OCFError:
-            shard.close()
-            raise
-        return shard
-
-    @classmethod
-    def open_index(cls, path: Path) -> _Shard:
-        """Open an index file: NOT_FOUND unless it is an existing regular file."""
-        try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
-            raise NotFoundError(f"index file cannot be opened: {exc.strerror}", path=path,
-                                requirement="R-FILE-008") from None
-        status = os.fstat(fd)
-        if not stat.S_ISREG(status.st_mode):
-            os.close(fd)
-            raise NotFoundError("index file is not a regular file", path=path,
-                                requirement="R-FILE-008")
-        return cls(path, fd, status.st_size)
-
-    def mapping(self) -> mmap.mmap:
-        if self._map is None:
-            self._map = mmap.mmap(self.fd, self.size, access=mmap.ACCESS_READ)
-        return self._map
-
-    def pread(self, length: int, offset: int) -> bytes:
-        return _pread_exact(self.fd, length, offset, self.path)
-
-    def read_into(self, buffer: memoryview, offset: int) -> None:
-        while buffer:
-            count = os.preadv(self.fd, [buffer], offset)
-            if count == 0:
-                raise MalformedError("file ended early: truncated", path=self.path)
-            buffer, offset = buffer[count:], offset + count
-
-    def close(self) -> None:
-        if self._map is not None:
-            # Arrays may still view the map; it then closes when they are gone.
-            with contextlib.suppress(BufferError):
-                self._map.close()
-            self._map = None
-        os.close(self.fd)
-
-
-def open_index_file(path: Path | ObjectPath) -> _Shard | ObjectShard:
-    """Open the index file (or object) at ``path`` for
-    :func:`ocf.format.container.read_index_bytes`: NOT_FOUND unless it is an existing
-    regular file or object. Close it when done."""
-    if isinstance(path, ObjectPath):
-        return ObjectShard.open_index(path)
-    return _Shard.open_index(path)
-
-
-def open_shard_file(path: Path | ObjectPath, length: int) -> _Shard | ObjectShard:
-    """Open the shard file (or object) at ``path`` as a reader opens a shard its index
-    names: it exists (NOT_FOUND), has ``length`` bytes and starts with the preamble
-    (MALFORMED) [R-SHARD-002], step 16 of the reader's order. Close it when done."""
-    if isinstance(path, ObjectPath):
-        return ObjectShard.open(path, length)
-    return _Shard.open(path, length)
 
 
 class Reader(Mapping[str, TensorInfo]):
@@ -222,22 +84,17 @@ class Reader(Mapping[str, TensorInfo]):
         """Open ``path``: a local path, or a URL of an fsspec filesystem (``s3://...``)
         whose ``storage_options`` go to fsspec; objects are read by ranges, never mapped."""
         where = locate(path, storage_options)
-        self.path: Path | ObjectPath
+        self._storage = backend_of(where)
+        self.path: Location = self._storage.resolve_checkpoint(where)
         self.verify = verify
         self.bytes_read = 0
         self._verified: set[tuple[int, int, int]] = set()
         # Per key stored in slices: its boxes' first and past-the-end indices.
         self._piece_bounds: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._pool: ThreadPoolExecutor | None = None
-        self._shards: list[_Shard | ObjectShard] = []
+        self._shards: list[Input] = []
         self._graph: ObjectGraph | None = None
-        self._own: _Shard | ObjectShard
-        if isinstance(where, ObjectPath):
-            self.path = resolve_object(where)
-            self._own = ObjectShard.open_index(self.path)
-        else:
-            self.path = resolve(where)
-            self._own = _Shard.open_index(self.path)
+        self._own = self._storage.open_index(self.path)
         try:
             self.index = self._read_index(self._own)
             for shard in self.index.shards:
@@ -247,13 +104,13 @@ class Reader(Mapping[str, TensorInfo]):
             self.close()
             raise
 
-    def _open_shard(self, name: str, length: int) -> _Shard | ObjectShard:
+    def _open_shard(self, name: str, length: int) -> Input:
         """The shard ``name`` of the index, beside the index file [R-SHARD-001]."""
-        return open_shard_file(self.path.parent / name, length)
+        return self._storage.open_shard(self.path.parent / name, length)
 
     # -- opening --------------------------------------------------------------
 
-    def _read_index(self, own: _Shard | ObjectShard) -> IndexModel:
+    def _read_index(self, own: Input) -> IndexModel:
         data, footer = read_index_bytes(own)
         self.format_version = (footer.format_major, footer.format_minor)
         # Tells this checkpoint from one written over it later (ocf.objects.sources).
@@ -380,7 +237,7 @@ class Reader(Mapping[str, TensorInfo]):
         if block.raw_length == 0:
             return np.empty(0, dtype=np.uint8)
         shard = self._shards[block.shard]
-        assert isinstance(shard, _Shard)  # callers map only local files
+        assert shard.mappable  # callers map only local files
         return np.frombuffer(shard.mapping(), dtype=np.uint8,
                              count=block.raw_length, offset=block.offset)
 
@@ -444,7 +301,7 @@ class Reader(Mapping[str, TensorInfo]):
                            pool.submit(self._read_group, shard, block, out, chunks))
                 for chunks in groups]
 
-    def _read_group(self, shard: _Shard | ObjectShard, block: Block, out: memoryview,
+    def _read_group(self, shard: Input, block: Block, out: memoryview,
                     chunks: range) -> list[int]:
         start, end = block.raw_range(chunks[0])[0], block.raw_range(chunks[-1])[1]
         shard.read_into(out[start:end], block.offset + start)

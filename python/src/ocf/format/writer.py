@@ -11,13 +11,11 @@ target but what was there before.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import TracebackType
 from typing import Literal, NamedTuple
 
@@ -28,18 +26,13 @@ from ocf.format import dtypes
 from ocf.format.checksum import crc32c
 from ocf.format.codec import ChunkEncoder, Compression
 from ocf.format.commit import (
-    fsync_dir,
     leftover_names,
     new_write_id,
-    publish,
-    remove_quietly,
     shard_file_name,
-    temp_path,
 )
 from ocf.format.container import (
     FOOTER_SIZE,
     INDEX_FILE_NAME,
-    PREAMBLE,
     PREAMBLE_SIZE,
     Footer,
     padding,
@@ -58,88 +51,17 @@ from ocf.format.metadata import encode_map
 from ocf.format.object_graph import Node, decode_graph, encode_graph
 from ocf.format.raw import to_raw
 from ocf.format.slicing import boxes_disjoint, boxes_tile
-from ocf.format.storage.location import ObjectPath, StorageOptions, locate, object_kind
-from ocf.format.storage.uploading import ObjectOutput, remove_unreferenced_objects
+from ocf.format.storage.backend import Output, backend_of
+from ocf.format.storage.location import Location, StorageOptions, locate
 from ocf.v1 import index_pb2, tensor_pb2
 
 Layout = Literal["file", "directory"]
 
 DEFAULT_CHUNK_SIZE = 1 << 20
 DEFAULT_MAX_SHARD_SIZE = 4 << 30
-# Writes smaller than this are gathered in memory, and written together
-# once the gathered bytes reach it, so that many small tensors do not cost
-# a system call each while memory stays bounded.
-_SMALL_WRITE = 1 << 20
-_ZEROS = bytes(64)
-# Writeback to disk is started every this many bytes (see _start_writeback).
-_WRITEBACK_STEP = 64 << 20
-_FADVISE = getattr(os, "posix_fadvise", None)
 # Tensors at least this large are checksummed on a worker thread while the
 # main thread writes them.
 _PARALLEL_CRC = 4 << 20
-
-
-class _OutputFile:
-    """One file being written: preamble first, then 64-byte aligned blocks."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._file = open(path, "xb", buffering=0)  # noqa: SIM115 - closed in close()
-        self._pending = bytearray(PREAMBLE)
-        self.position = PREAMBLE_SIZE
-        self._in_file = 0  # bytes handed to the operating system so far
-        self._writeback_mark = 0  # bytes whose writeback to disk has been started
-
-    def align(self) -> None:
-        pad = padding(self.position)
-        self._pending += _ZEROS[:pad]
-        self.position += pad
-
-    def write(self, data: memoryview | bytes) -> None:
-        size = len(data)
-        if size < _SMALL_WRITE:
-            self._pending += data
-            if len(self._pending) >= _SMALL_WRITE:
-                self.flush()
-        else:
-            self.flush()
-            self._write_all(memoryview(data))
-        self.position += size
-
-    def flush(self) -> None:
-        if self._pending:
-            self._write_all(memoryview(self._pending))
-            self._pending = bytearray()
-
-    def _write_all(self, view: memoryview) -> None:
-        view = view.cast("B")
-        while view:
-            written = self._file.write(view)
-            view = view[written:]
-            self._in_file += written
-        if self._in_file - self._writeback_mark >= _WRITEBACK_STEP:
-            self._start_writeback()
-
-    def _start_writeback(self) -> None:
-        """Have the kernel start writing what we wrote so far to disk, without waiting.
-
-        On Linux, POSIX_FADV_DONTNEED starts writeback of dirty pages and keeps
-        them cached (only clean pages are dropped). Disk writes then overlap
-        with the rest of the save instead of all waiting for the final fsync.
-        """
-        if _FADVISE is not None:
-            _FADVISE(self._file.fileno(), self._writeback_mark,
-                     self._in_file - self._writeback_mark, os.POSIX_FADV_DONTNEED)
-        self._writeback_mark = self._in_file
-
-    def close_durably(self) -> None:
-        self.flush()
-        os.fsync(self._file.fileno())
-        self._file.close()
-
-    def discard(self) -> None:
-        self._file.close()
-        remove_quietly(self.path)
 
 
 class _Block(NamedTuple):
@@ -204,7 +126,8 @@ class Writer:
     ) -> None:
         # A URL (s3://...) names an object store: its files are uploaded under
         # their final names, and completing the index upload commits [R-COMMIT-005].
-        self.target: Path | ObjectPath = locate(path, storage_options)
+        self.target: Location = locate(path, storage_options)
+        self._storage = backend_of(self.target)
         self.layout = layout
         self.compression = Compression.parse(compression)
         self._codec = self.compression.value
@@ -226,7 +149,7 @@ class Writer:
         self._graph: list[Node] | None = None
         self._threads = threads or min(4, os.cpu_count() or 1)
         self._pool = ThreadPoolExecutor(max_workers=self._threads)
-        self._files: list[_OutputFile | ObjectOutput] = []
+        self._files: list[Output] = []
         self._created_directory = False
         self._closed = False
         self._prepare_target()
@@ -329,9 +252,8 @@ class Writer:
         for output in self._files:
             output.discard()
         self._files.clear()
-        if self._created_directory and isinstance(self.target, Path):
-            with contextlib.suppress(OSError):  # only if nothing else was put there
-                self.target.rmdir()
+        if self._created_directory:
+            self._storage.remove_created_directory(self.target)
         self._closed = True
         self._pool.shutdown(cancel_futures=True)
 
@@ -397,7 +319,7 @@ class Writer:
                       chunk_size, crcs, lengths)
 
     def _write_plain(
-        self, output: _OutputFile | ObjectOutput, raw: memoryview, ranges: list[tuple[int, int]]
+        self, output: Output, raw: memoryview, ranges: list[tuple[int, int]]
     ) -> list[int]:
         def checksums() -> list[int]:
             return [crc32c(raw[a:b]) for a, b in ranges]
@@ -428,39 +350,12 @@ class Writer:
     def _prepare_target(self) -> None:
         if self.layout not in ("file", "directory"):
             raise InvalidError(f"layout must be 'file' or 'directory', not {self.layout!r}")
-        if isinstance(self.target, ObjectPath):
-            self._prepare_object_target(self.target)
-        elif self.layout == "file":
-            if self.target.is_dir():
-                raise InvalidError("target is a directory; use layout='directory' to write "
-                                   "the multi-file form", path=self.target)
-            self.target.parent.mkdir(parents=True, exist_ok=True)
-            self._files.append(_OutputFile(temp_path(self.target, self.write_id)))
-            self._index.shards.add(path="")  # the file itself holds the data
-        else:
-            if self.target.exists() and not self.target.is_dir():
-                raise InvalidError("target exists and is not a directory", path=self.target)
-            if not self.target.exists():
-                self.target.mkdir(parents=True)
-                fsync_dir(self.target.parent)  # the new directory's name is durable
-                self._created_directory = True
-
-    def _prepare_object_target(self, target: ObjectPath) -> None:
-        """Refuse a target of the other form; an object store needs no directories."""
-        kind = object_kind(target)
+        self._created_directory = self._storage.prepare_target(self.target, self.layout)
         if self.layout == "file":
-            if kind == "directory":
-                raise InvalidError("target is a prefix holding objects; use "
-                                   "layout='directory' to write the multi-file form", path=target,
-                                   requirement="R-COMMIT-005")
-            # Under its final name: the object exists once its upload completes.
-            self._files.append(ObjectOutput(target))
-            self._index.shards.add(path="")
-        elif kind == "file":
-            raise InvalidError("target exists and is an object, not a prefix", path=target,
-                               requirement="R-COMMIT-005")
+            self._files.append(self._storage.create_output(self.target, self.write_id))
+            self._index.shards.add(path="")  # the file itself holds the data
 
-    def _output_for(self, size: int) -> _OutputFile | ObjectOutput:
+    def _output_for(self, size: int) -> Output:
         if self.layout == "file":
             return self._files[0]
         if not self._files or (
@@ -468,10 +363,10 @@ class Writer:
             and self._files[-1].position + padding(self._files[-1].position) + size
             > self.max_shard_size
         ):
+            # A shard goes straight to its final name, which no reader opens
+            # before a committed index names it [R-COMMIT-002].
             name = shard_file_name(self.write_id, len(self._files))
-            path = self.target / name
-            self._files.append(ObjectOutput(path) if isinstance(path, ObjectPath)
-                               else _OutputFile(path))
+            self._files.append(self._storage.create_output(self.target / name, None))
         return self._files[-1]
 
     def _fill_tables(self) -> None:
@@ -546,9 +441,7 @@ class Writer:
         output.write(footer.pack())
         assert output.position == index_offset + len(index_bytes) + FOOTER_SIZE
         output.close_durably()  # for an object, this is the commit [R-COMMIT-005]
-        if isinstance(output, _OutputFile):
-            assert isinstance(self.target, Path)
-            publish(output.path, self.target)
+        output.publish()
         self._files.clear()
 
     def _commit_directory(self) -> None:
@@ -556,10 +449,9 @@ class Writer:
         if self.index_name != INDEX_FILE_NAME:
             return  # not a commit of the checkpoint: nothing to clean up
         referenced = {s.path for s in self._index.shards}
-        if isinstance(self.target, ObjectPath):
-            remove_unreferenced_objects(self.target, referenced)
-        else:
-            _remove_unreferenced(self.target, referenced)
+        # A previous version's shards, or a crashed write's [R-COMMIT-004].
+        for leftover in leftover_names(self._storage.list_names(self.target), referenced):
+            self._storage.remove(self.target / leftover)
 
     def _publish_index(self, name: str) -> None:
         """Steps 4 to 8 of [R-COMMIT-002]: sync the shards, list them, and publish
@@ -569,28 +461,18 @@ class Writer:
             output.close_durably()
             self._index.shards.add(path=output.path.name, length=output.position)
         index_bytes = self._index_bytes()
-        final = self.target / name
-        # An object store: the index is uploaded under its final name, after every
-        # shard upload completed; completing it is the commit [R-COMMIT-005].
-        index_file = (ObjectOutput(final) if isinstance(final, ObjectPath)
-                      else _OutputFile(temp_path(final, self.write_id)))
+        # Local files go to a temporary name and are renamed; on an object store the
+        # index is uploaded under its final name after every shard upload completed,
+        # and completing it is the commit [R-COMMIT-005].
+        index_file = self._storage.create_output(self.target / name, self.write_id)
         self._files.append(index_file)
         index_offset = index_file.position
         index_file.write(index_bytes)
         index_file.write(Footer(index_offset, len(index_bytes), crc32c(index_bytes)).pack())
         index_file.close_durably()
-        if isinstance(index_file, _OutputFile):
-            assert isinstance(self.target, Path)
-            assert isinstance(final, Path)
-            fsync_dir(self.target)
-            publish(index_file.path, final)
+        self._storage.sync_directory(self.target)  # the shards' names are durable
+        index_file.publish()
         self._files.clear()
-
-
-def _remove_unreferenced(directory: Path, referenced: set[str]) -> None:
-    """Delete shards the new index does not use: a previous version's, or a crash's."""
-    for name in leftover_names(os.listdir(directory), referenced):
-        remove_quietly(directory / name)
 
 
 def _check_shape(key: str, shape: tuple[int, ...]) -> None:

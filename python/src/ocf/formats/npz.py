@@ -40,8 +40,9 @@ from ocf.format import dtypes
 from ocf.format.errors import InvalidError, LimitExceededError, MalformedError, OCFError
 from ocf.format.limits import MAX_ELEMENTS, MAX_RANK, MAX_TENSORS, nonzero_product
 from ocf.format.reader import Reader
+from ocf.format.storage.local import atomic_output
 from ocf.format.writer import Writer
-from ocf.formats.output import atomic_output, open_source, warn_dropped, with_path
+from ocf.formats.output import open_source, warn_dropped, with_path
 
 MEMBER_SUFFIX = ".npy"
 # The OCF dtypes NumPy has built in; .npy files name only these.

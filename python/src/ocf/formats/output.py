@@ -1,43 +1,23 @@
 """What the converters share: safe output, warnings, and errors that name the source.
 
-A foreign-format file is written under a temporary name in the destination's
-directory, flushed to disk, then renamed over the destination in one step,
-as OCF's own single-file commit does (spec/commit.md), so a crash never
-leaves half of it at its path. A source file is opened without blocking on
+A foreign-format file is written through
+:func:`ocf.format.storage.local.atomic_output`: under a temporary name in the
+destination's directory, fsynced, renamed over the destination, and the
+directory fsynced, as OCF's own single-file commit does (spec/commit.md), so
+a crash never leaves half of it at its path. A source file is opened without blocking on
 a FIFO, and an OCF error raised while converting it (by :class:`ocf.Writer`,
 say) is made to name it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import tempfile
 import warnings
-from collections.abc import Iterable, Iterator
-from pathlib import Path
-from typing import BinaryIO
+from collections.abc import Iterable
+from io import BufferedReader
 
 from ocf.format.errors import OCFError
 from ocf.format.storage.local import open_regular
-
-
-@contextlib.contextmanager
-def atomic_output(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
-    """A binary file that appears at ``path`` only if the block completes."""
-    target = Path(path)
-    fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
-                                     dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temporary, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise
 
 
 def warn_dropped(what: str, names: Iterable[str], target_format: str) -> None:
@@ -56,6 +36,6 @@ def with_path(exc: OCFError, path: str | os.PathLike[str], key: str | None = Non
     return type(exc)(exc.detail, path=path, key=exc.key or key, requirement=exc.requirement)
 
 
-def open_source(path: str) -> BinaryIO:
+def open_source(path: str) -> BufferedReader:
     """The regular file ``path`` open for reading; NotFoundError when there is none."""
     return open_regular(path, "file to convert")

@@ -45,8 +45,9 @@ from ocf.format.errors import InvalidError, LimitExceededError, MalformedError, 
 from ocf.format.limits import MAX_ELEMENTS, MAX_RANK, MAX_TENSORS, nonzero_product
 from ocf.format.metadata import MetadataValue
 from ocf.format.reader import Reader
+from ocf.format.storage.local import atomic_output
 from ocf.format.writer import Writer
-from ocf.formats.output import atomic_output, open_source, warn_dropped, with_path
+from ocf.formats.output import open_source, warn_dropped, with_path
 
 METADATA_KEY = "safetensors.metadata"
 ORDER_KEY = "safetensors.order"

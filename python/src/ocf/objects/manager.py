@@ -60,25 +60,16 @@ import math
 import operator
 import os
 import re
-import shutil
-import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal, Protocol, SupportsIndex, TypeAlias, overload, runtime_checkable
 
 from ocf.format.async_save import SaveHandle, then
 from ocf.format.commit import (
     TEMP_MARKER,
-    fsync_dir,
-    new_write_id,
-    publish,
-    remove_quietly,
-    temp_path,
 )
-from ocf.format.container import INDEX_FILE_NAME
 from ocf.format.errors import (
     InvalidError,
     LimitExceededError,
@@ -87,16 +78,8 @@ from ocf.format.errors import (
     UnsupportedVersionError,
 )
 from ocf.format.reader import Reader
-from ocf.format.storage.location import (
-    ObjectPath,
-    StorageOptions,
-    join_path,
-    locate,
-    object_kind,
-    url_scheme,
-)
-from ocf.format.storage.reading import read_small_object
-from ocf.format.storage.uploading import put_object, remove_checkpoint
+from ocf.format.storage.backend import backend_of
+from ocf.format.storage.location import Location, StorageOptions, join_path, locate
 
 STATE_FILE_NAME = "checkpoint.json"
 STATE_FORMAT = "ocf-checkpoint-state"
@@ -184,26 +167,6 @@ def _reject_constant(name: str) -> object:
     raise ValueError(f"{name} is not JSON")
 
 
-def _read_capped(path: Path) -> bytes | None:
-    """The bytes of the regular file ``path`` (at most MAX_STATE_BYTES), None if absent."""
-    try:
-        # O_NONBLOCK: a FIFO planted under the name must not hang the reader.
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
-        raise InvalidError(f"state file is {kind}", path=path)
-    with os.fdopen(fd, "rb") as file:
-        data = file.read(MAX_STATE_BYTES + 1)
-    if len(data) > MAX_STATE_BYTES:
-        raise LimitExceededError(f"state file is larger than {MAX_STATE_BYTES} bytes",
-                                 path=path)
-    return data
-
-
 def _decode(data: bytes, path: StrPath) -> object:
     try:
         return json.loads(data.decode("utf-8"), object_pairs_hook=_reject_duplicate_keys,
@@ -257,10 +220,8 @@ def parse_state(data: bytes, path: StrPath) -> CheckpointState:
     return CheckpointState(latest, names, timestamps, preserved)
 
 
-def _where(directory: StrPath, storage_options: StorageOptions | None) -> Path | ObjectPath:
+def _where(directory: StrPath, storage_options: StorageOptions | None) -> Location:
     """The local directory, or the object-store prefix of a URL."""
-    if url_scheme(directory) is None:
-        return Path(directory)
     return locate(directory, storage_options)
 
 
@@ -268,10 +229,7 @@ def read_state(directory: StrPath, storage_options: StorageOptions | None = None
                ) -> CheckpointState | None:
     """The checked state file of ``directory``, or None if it has none."""
     path = _where(directory, storage_options) / STATE_FILE_NAME
-    if isinstance(path, ObjectPath):
-        data = read_small_object(path, MAX_STATE_BYTES)
-    else:
-        data = _read_capped(path)
+    data = backend_of(path).read_small(path, MAX_STATE_BYTES)
     return None if data is None else parse_state(data, path)
 
 
@@ -283,20 +241,7 @@ def write_state(directory: StrPath, state: CheckpointState,
     if len(data) > MAX_STATE_BYTES:  # never write what read_state would refuse
         raise LimitExceededError(f"state file would be {len(data)} bytes, above the limit of "
                                  f"{MAX_STATE_BYTES}; lower max_to_keep", path=target)
-    if isinstance(target, ObjectPath):
-        # One PUT replaces the object atomically, durable once acknowledged [R-COMMIT-005].
-        put_object(target, data)
-        return
-    temp = temp_path(target, new_write_id())
-    try:
-        with open(temp, "xb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        publish(temp, target)  # rename, then fsync of the directory
-    except BaseException:
-        remove_quietly(temp)
-        raise
+    backend_of(target).write_small(target, data)  # temporary file, fsync, rename; or a PUT
 
 
 # -- finding the latest checkpoint ----------------------------------------------
@@ -345,17 +290,6 @@ def latest_checkpoint(directory: StrPath, storage_options: StorageOptions | None
 
 
 # -- the manager ----------------------------------------------------------------
-
-
-def _delete_checkpoint(path: Path | ObjectPath) -> None:
-    """Delete a checkpoint, quietly if it is already gone."""
-    if isinstance(path, ObjectPath):
-        remove_checkpoint(path)
-    elif path.is_dir() and not path.is_symlink():
-        remove_quietly(path / INDEX_FILE_NAME)  # first, so that what remains never opens
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        remove_quietly(path)
 
 
 def _check_options(max_to_keep: int | None, keep_hours: float | None,
@@ -414,8 +348,8 @@ class CheckpointManager:
         self._directory = os.fspath(directory)
         self._storage_options = storage_options
         self._where = _where(self._directory, storage_options)
-        if isinstance(self._where, ObjectPath):
-            self._directory = self._directory.rstrip("/")
+        self._storage = backend_of(self._where)
+        self._directory = self._directory.rstrip("/") or self._directory
         self._name = check_name(checkpoint_name, self._directory, "checkpoint_name")
         self._max_to_keep = max_to_keep
         self._keep_seconds = (None if keep_checkpoint_every_n_hours is None
@@ -449,10 +383,7 @@ class CheckpointManager:
         self._latest = _first_intact(self._directory, state, self._storage_options)
 
     def _exists(self, name: str) -> bool:
-        where = self._where / name
-        if isinstance(where, ObjectPath):
-            return object_kind(where) is not None
-        return os.path.exists(where)
+        return self._storage.exists(self._where / name)
 
     # -- properties -------------------------------------------------------------
 
@@ -551,12 +482,7 @@ class CheckpointManager:
         return last is None or (step != last and (not check_interval or step >= last + interval))
 
     def _make_directory(self) -> None:
-        if isinstance(self._where, ObjectPath):
-            return  # a prefix exists once an object below it does
-        directory = Path(self._directory)
-        if not directory.is_dir():
-            directory.mkdir(parents=True, exist_ok=True)
-            fsync_dir(directory.absolute().parent)  # the new directory's name is durable
+        self._storage.make_directory(self._where)
 
     def _write(self, checkpoint_number: SupportsIndex | None, blocking: bool
                ) -> str | tuple[str, SaveHandle]:
@@ -595,13 +521,8 @@ class CheckpointManager:
             raise InvalidError(f"the managed object returned a {type(path).__name__}, not the "
                                "path of the checkpoint", path=self._directory)
         text = os.fspath(path)
-        if isinstance(self._where, ObjectPath):
-            name = text.rstrip("/").rsplit("/", 1)[-1]
-            outside = text.rstrip("/") != self._path(name)
-        else:
-            name = os.path.basename(text)
-            outside = os.path.abspath(text) != os.path.abspath(self._path(name))
-        if outside:
+        name = self._storage.entry_name(self._directory, text)
+        if name is None:
             raise InvalidError(f"the checkpoint was written at {text!r}, outside the "
                                "manager's directory", path=self._directory)
         return check_name(name, self._directory)
@@ -623,17 +544,17 @@ class CheckpointManager:
                     and timestamp - self._keep_seconds >= self._last_preserved):
                 self._last_preserved = timestamp  # kept on disk for good, no longer listed
                 continue
-            _delete_checkpoint(self._where / name)
+            # The index goes first, so that what remains of a cut deletion never opens.
+            self._storage.remove_checkpoint(self._where / name)
         return True
 
     def _remove_leftovers(self) -> None:
         """Remove temporary files of this manager's names left by a killed save."""
-        if isinstance(self._where, ObjectPath):
+        if not self._storage.temporary_names:
             return  # uploads use no temporary names (spec/commit.md, "Object stores")
-        with os.scandir(self._directory) as entries:
-            for entry in entries:
-                if self._leftover.fullmatch(entry.name):
-                    remove_quietly(Path(entry.path))
+        for name in self._storage.list_names(self._where):
+            if self._leftover.fullmatch(name):
+                self._storage.remove(self._where / name)
 
     # -- restoring --------------------------------------------------------------
 

@@ -11,13 +11,12 @@ a reader never sees half a state file.
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Sequence
 
 from google.protobuf import text_format
 
 from ocf.format.errors import LimitExceededError, MalformedError
-from ocf.format.storage.local import open_regular
+from ocf.format.storage.local import atomic_output, open_regular
 from ocf.tensorflow.v1 import checkpoint_state_pb2
 
 STATE_FILENAME = "checkpoint"
@@ -73,17 +72,8 @@ def write_checkpoint_state(
         model_checkpoint_path=latest, all_model_checkpoint_paths=[*kept, latest]
     )
     target = os.path.join(directory, STATE_FILENAME)
-    temp = f"{target}.tmp{uuid.uuid4().hex}"
-    try:
-        with open(temp, "w", encoding="utf-8") as f:
-            f.write(text_format.MessageToString(state))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temp, target)
-    except BaseException:
-        if os.path.exists(temp):
-            os.remove(temp)
-        raise
+    with atomic_output(target) as f:
+        f.write(text_format.MessageToString(state).encode("utf-8"))
 
 
 def _relative(directory: str, prefix: str | os.PathLike[str]) -> str:

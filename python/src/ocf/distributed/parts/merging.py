@@ -12,34 +12,23 @@ stays the committed one [R-PART-004] [R-PART-005].
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import pairwise
 from math import prod
-from pathlib import Path
 
 from ocf._version import __version__
 from ocf.distributed.parts.naming import check_save, is_part_file_name, part_file_name
 from ocf.format.checksum import crc32c
-from ocf.format.commit import (
-    fsync_dir,
-    is_shard_file_name,
-    leftover_names,
-    new_write_id,
-    publish,
-    remove_quietly,
-    temp_path,
-)
+from ocf.format.commit import is_shard_file_name, leftover_names
 from ocf.format.container import INDEX_FILE_NAME, PREAMBLE, PREAMBLE_SIZE, Footer, read_index_bytes
 from ocf.format.errors import InvalidError, LimitExceededError, NotFoundError
 from ocf.format.index.decoding import PART_FEATURE, IndexModel, decode_index
 from ocf.format.index.model import Block, TensorInfo
 from ocf.format.limits import MAX_INDEX_BYTES, MAX_SLICES_PER_TENSOR
 from ocf.format.object_graph import decode_graph
-from ocf.format.reader import open_index_file, open_shard_file
 from ocf.format.slicing import Box, boxes_disjoint, boxes_tile
-from ocf.format.storage.location import ObjectPath, StorageOptions, locate, object_kind
-from ocf.format.storage.uploading import list_names, put_object, remove_object
+from ocf.format.storage.backend import backend_of
+from ocf.format.storage.location import Location, StorageOptions, locate
 from ocf.v1 import index_pb2, tensor_pb2
 
 
@@ -48,7 +37,7 @@ class _Part:
     """One checked part index."""
 
     number: int
-    path: Path | ObjectPath
+    path: Location
     model: IndexModel
     message: index_pb2.Index
 
@@ -80,7 +69,7 @@ def merge_parts(path: str | os.PathLike[str], *, save_id: str, parts: int,
     check_save(save_id, parts)
     directory = locate(path, storage_options)
     for n in range(parts):  # the most useful report first: which parts never finished
-        if not _exists(directory / part_file_name(save_id, n)):
+        if not backend_of(directory).exists(directory / part_file_name(save_id, n)):
             raise NotFoundError(f"part {n} of {parts} is missing: its writer did not finish",
                                 path=directory / part_file_name(save_id, n),
                                 requirement="R-PART-004")
@@ -100,15 +89,11 @@ def merge_parts(path: str | os.PathLike[str], *, save_id: str, parts: int,
 # -- reading the parts -----------------------------------------------------------------------
 
 
-def _exists(path: Path | ObjectPath) -> bool:
-    return object_kind(path) == "file" if isinstance(path, ObjectPath) else path.exists()
-
-
-def _read_part(directory: Path | ObjectPath, save_id: str, number: int, count: int) -> _Part:
+def _read_part(directory: Location, save_id: str, number: int, count: int) -> _Part:
     """Read and check part ``number``: an index file, then a part of this save [R-PART-004]."""
     path = directory / part_file_name(save_id, number)
     try:
-        source = open_index_file(path)
+        source = backend_of(path).open_index(path)
     except NotFoundError:  # gone since M1, or not a regular file
         raise NotFoundError(f"part {number} of {count} is missing: its writer did not "
                             "finish", path=path, requirement="R-PART-004") from None
@@ -133,7 +118,7 @@ def _read_part(directory: Path | ObjectPath, save_id: str, number: int, count: i
     return _Part(number, path, model, message)
 
 
-def check_part_shards(path: Path | ObjectPath, names: list[str]) -> None:
+def check_part_shards(path: Location, names: list[str]) -> None:
     """A part's shards are its external shard files, each named as the shards of a write
     are, ``data-<writeid>-<nnnnn>.ocfd`` [R-PART-001]: never the index itself, and
     never a part index, index.ocf or any other file the merge or its cleanup handles."""
@@ -147,7 +132,7 @@ def check_part_shards(path: Path | ObjectPath, names: list[str]) -> None:
                                requirement="R-PART-001")
 
 
-def check_identity(path: Path | ObjectPath, identity: index_pb2.Part,
+def check_identity(path: Location, identity: index_pb2.Part,
                    expected: tuple[str, int, int]) -> None:
     """The part says it is the part its name says, of the save and count asked for."""
     save_id, number, count = expected
@@ -160,7 +145,7 @@ def check_identity(path: Path | ObjectPath, identity: index_pb2.Part,
 # -- combining -------------------------------------------------------------------------------
 
 
-def _merged_index(parts: list[_Part], directory: Path | ObjectPath) -> index_pb2.Index:
+def _merged_index(parts: list[_Part], directory: Location) -> index_pb2.Index:
     """The index of the merged checkpoint, after every combining check [R-PART-005]."""
     index = index_pb2.Index()
     index.header.writer = f"ocf-python {__version__}"
@@ -177,7 +162,7 @@ def _merged_index(parts: list[_Part], directory: Path | ObjectPath) -> index_pb2
     return index
 
 
-def _shards(parts: list[_Part], index: index_pb2.Index, directory: Path | ObjectPath
+def _shards(parts: list[_Part], index: index_pb2.Index, directory: Location
             ) -> list[int]:
     """List every part's shards in part order; the first shard number of each part."""
     owner: dict[str, int] = {}
@@ -219,7 +204,7 @@ def _entries(parts: list[_Part]) -> dict[str, _Entry]:
     return entries
 
 
-def _check_pieces(key: str, entry: _Entry, directory: Path | ObjectPath) -> None:
+def _check_pieces(key: str, entry: _Entry, directory: Location) -> None:
     """The slices of all parts are few enough, disjoint, and tile the shape."""
     if entry.whole_in is not None:
         return
@@ -272,59 +257,34 @@ def _add_block(columns: tensor_pb2.BlockTable, block: Block, base: int) -> None:
     columns.chunk_stored_lengths.extend(b - a for a, b in pairwise(starts))
 
 
-def _check_merged(data: bytes, directory: Path | ObjectPath) -> None:
+def _check_merged(data: bytes, directory: Location) -> None:
     """Check the merged index as any reader will, then the shard files it names."""
     path = directory / INDEX_FILE_NAME
     model = decode_index(data, str(path), PREAMBLE_SIZE)
     if model.graph_message is not None:
         decode_graph(model.graph_message, model.tensors, str(path))
     for shard in model.shards:  # M7: step 16 of the reader's order, as a reader opens them
-        open_shard_file(directory / shard.path, shard.length).close()
+        backend_of(directory).open_shard(directory / shard.path, shard.length).close()
 
 
 # -- publishing ------------------------------------------------------------------------------
 
 
-def _publish(directory: Path | ObjectPath, data: bytes) -> None:
-    """Steps 5 to 8 of [R-COMMIT-002]: the shards are durable since their parts were.
+def _publish(directory: Location, data: bytes) -> None:
+    """Steps 5 to 8 of [R-COMMIT-002]: the shards are durable since their parts were,
+    their names are made durable, then the index file replaces any other atomically.
     On an object store, one PUT of the index object under its name commits."""
     footer = Footer(PREAMBLE_SIZE, len(data), crc32c(data)).pack()
-    if isinstance(directory, ObjectPath):
-        put_object(directory / INDEX_FILE_NAME, PREAMBLE + data + footer)
-        return
-    target = directory / INDEX_FILE_NAME
-    temp = temp_path(target, new_write_id())
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        for piece in (PREAMBLE, data, footer):
-            view = memoryview(piece)
-            while view:
-                view = view[os.write(fd, view):]
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        remove_quietly(temp)
-        raise
-    os.close(fd)
-    fsync_dir(directory)
-    publish(temp, target)
+    storage = backend_of(directory)
+    storage.sync_directory(directory)
+    storage.write_small(directory / INDEX_FILE_NAME, PREAMBLE + data + footer)
 
 
-def remove_leftovers(directory: Path | ObjectPath, referenced: set[str]) -> None:
+def remove_leftovers(directory: Location, referenced: set[str]) -> None:
     """After a commit, delete what the committed index does not use [R-PART-007]:
     part indexes, shards of earlier or crashed writes, temporary files; never a
     name in ``referenced`` (the committed index's shards), whatever it looks like."""
-    for name in leftover_names(_names(directory), referenced, also=is_part_file_name):
-        if isinstance(directory, ObjectPath):
-            remove_object(directory / name)
-        else:
-            remove_quietly(directory / name)
-
-
-def _names(directory: Path | ObjectPath) -> Iterator[str]:
-    if isinstance(directory, ObjectPath):
-        yield from list_names(directory)
-        return
-    with os.scandir(directory) as entries:
-        for entry in entries:
-            yield entry.name
+    storage = backend_of(directory)
+    for name in leftover_names(storage.list_names(directory), referenced,
+                               also=is_part_file_name):
+        storage.remove(directory / name)

@@ -11,11 +11,9 @@ number, the part count and the save id, and lets one process merge
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,10 +21,10 @@ import numpy as np
 from ocf.distributed.parts.naming import check_save, part_file_name
 from ocf.distributed.parts.tiling import tiles_of
 from ocf.format import dtypes
-from ocf.format.commit import fsync_dir
 from ocf.format.errors import InvalidError, OCFError
 from ocf.format.index.decoding import PART_FEATURE
 from ocf.format.object_graph import Node, encode_graph
+from ocf.format.storage.backend import backend_of
 from ocf.format.storage.location import StorageOptions, locate
 from ocf.format.writer import Writer
 from ocf.v1 import index_pb2
@@ -100,9 +98,8 @@ class PartWriter(Writer):
                                requirement="R-PART-005")
         self.part, self.parts, self.save_id = part, parts, save_id
         self._part_graph: list[Node] | None = None
-        target = locate(path, storage_options)  # an object store needs no directory
-        if isinstance(target, Path):
-            _make_directory(target)
+        target = locate(path, storage_options)
+        backend_of(target).make_directory(target)  # every part may be the first to need it
         super().__init__(target, layout="directory", metadata=metadata,
                          **options)  # type: ignore[arg-type]
 
@@ -166,20 +163,6 @@ class PartWriter(Writer):
         if self._part_graph is not None:
             # Its attribute keys may name other parts' tensors: the merge checks it.
             encode_graph(self._part_graph, index.object_graph)
-
-
-def _make_directory(target: Path) -> None:
-    """Create the checkpoint directory, which every part may be the first to need.
-
-    Several processes run this at once, so it never asks "does it exist?"
-    before creating: mkdir with exist_ok succeeds whoever wins the race, and
-    only then is the result checked.
-    """
-    with contextlib.suppress(FileExistsError):  # raised when a file has the name
-        target.mkdir(parents=True, exist_ok=True)
-    if not target.is_dir():
-        raise InvalidError("target exists and is not a directory", path=target)
-    fsync_dir(target.absolute().parent)  # the directory's name is durable
 
 
 def write_part(path: str | os.PathLike[str], tensors: Mapping[str, object], *, part: int,

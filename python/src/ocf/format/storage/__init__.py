@@ -1,16 +1,18 @@
-"""Checkpoints on object stores through fsspec (spec/commit.md, "Object stores").
+"""Where checkpoints live: local files, and objects of stores reached through fsspec.
 
 ``ocf.save_file(tensors, "s3://bucket/ckpt", storage_options={...})`` and
 every other path-taking function accept a URL of any fsspec filesystem;
 ``storage_options`` (endpoint_url, key, secret, ...) go to that filesystem,
 and without them fsspec's defaults apply, ``FSSPEC_S3_*`` environment
-variables included. Local paths never come here: they keep the memory
-maps, preads, fsyncs and renames of the local code path.
+variables included.
 
+- :mod:`ocf.format.storage.backend`: the one interface (:class:`Backend`,
+  :class:`Input`, :class:`Output`) and :func:`backend_of`;
 - :mod:`ocf.format.storage.location`: which paths are URLs, :class:`ObjectPath`;
-- :mod:`ocf.format.storage.reading`: opening a checkpoint and reading by ranges;
-- :mod:`ocf.format.storage.uploading`: uploads whose completion is the commit,
-  listing and deleting objects for cleanup.
+- :mod:`ocf.format.storage.local`: the backend of local files;
+- :mod:`ocf.format.storage.object_store`: the backend of object stores, on
+  :mod:`ocf.format.storage.reading` (ranged reads) and
+  :mod:`ocf.format.storage.uploading` (uploads whose completion is the commit).
 """
 
 from __future__ import annotations

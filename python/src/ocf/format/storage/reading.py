@@ -9,6 +9,8 @@ a local file's: a range that comes back short is a truncated file
 
 from __future__ import annotations
 
+import mmap
+
 from ocf.format.container import INDEX_FILE_NAME, PREAMBLE_SIZE, check_preamble
 from ocf.format.errors import InvalidError, LimitExceededError, MalformedError, NotFoundError
 from ocf.format.storage.location import ObjectPath, head_object, object_size
@@ -59,7 +61,7 @@ def read_small_object(path: ObjectPath, limit: int) -> bytes | None:
     return bytes(data)
 
 
-class ObjectShard:
+class ObjectInput:
     """An OCF file stored as one object, read by ranges (never mapped)."""
 
     mappable = False
@@ -74,7 +76,7 @@ class ObjectShard:
         self._cache_start = size
 
     @classmethod
-    def open_index(cls, path: ObjectPath) -> ObjectShard:
+    def open_index(cls, path: ObjectPath) -> ObjectInput:
         """Open an index object, fetching its tail (footer and, usually, index) at once."""
         shard = cls(path, object_size(path, "R-COMMIT-006"))
         if shard.size:
@@ -84,7 +86,7 @@ class ObjectShard:
         return shard
 
     @classmethod
-    def open(cls, path: ObjectPath, expected_length: int) -> ObjectShard:
+    def open(cls, path: ObjectPath, expected_length: int) -> ObjectInput:
         """Open a shard named by the index: an object of the recorded length [R-SHARD-002]."""
         shard = cls(path, object_size(path, "R-SHARD-002"))
         if shard.size != expected_length:
@@ -121,6 +123,9 @@ class ObjectShard:
             raise MalformedError(f"the store returned {type(data).__name__}, not bytes",
                                  path=self.path)
         return data
+
+    def mapping(self) -> mmap.mmap:
+        raise TypeError(f"an object cannot be memory-mapped: {self.path}")
 
     def close(self) -> None:
         self._cache = b""

@@ -23,7 +23,6 @@ import contextlib
 import weakref
 from typing import Any
 
-from ocf.format.commit import leftover_names
 from ocf.format.container import INDEX_FILE_NAME, PREAMBLE, PREAMBLE_SIZE, padding
 from ocf.format.storage.location import ObjectPath, object_kind
 
@@ -44,6 +43,7 @@ class ObjectOutput:
 
     def __init__(self, path: ObjectPath, part_size: int = PART_SIZE) -> None:
         self.path = path
+        self.final = path  # uploaded under its final name: no rename
         self._file: Any = _open_uncommitted(path, part_size)
         # Holds the file, so that the file is never collected (and closed) before
         # this output: its abort then always runs first [R-COMMIT-004].
@@ -72,6 +72,9 @@ class ObjectOutput:
         self._file.close()  # uploads the last part; autocommit=False: completes nothing
         self._file.commit()  # the commit point of this object [R-COMMIT-005]
         self._abandon.detach()
+
+    def publish(self) -> None:
+        """Nothing left to do: completing the upload in close_durably published it."""
 
     def discard(self) -> None:
         """Abandon the upload; nothing appears under the name."""
@@ -102,16 +105,6 @@ def _abort_upload(file: Any) -> None:
 def put_object(path: ObjectPath, data: bytes) -> None:
     """Create or replace the object at ``path`` with ``data`` in one atomic PUT."""
     path.fs.pipe_file(path.key, data)
-
-
-def remove_unreferenced_objects(directory: ObjectPath, referenced: set[str]) -> None:
-    """Delete shard objects below ``directory`` that its new index does not use.
-
-    Runs only after the index PUT, under the one-writer rule of
-    [R-COMMIT-004]: a previous version's shards, or those of a crashed write.
-    """
-    for name in leftover_names(list_names(directory), referenced):
-        remove_object(directory / name)
 
 
 def list_names(directory: ObjectPath) -> list[str]:
