@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Literal, NamedTuple
+from typing import Literal
 
 import numpy as np
 
@@ -38,6 +38,8 @@ from ocf.format.container import (
     padding,
 )
 from ocf.format.errors import InvalidError, LimitExceededError
+from ocf.format.index.encoding import fill_tables
+from ocf.format.index.model import Block, Piece
 from ocf.format.limits import (
     MAX_CHUNK_SIZE,
     MAX_ELEMENTS,
@@ -53,7 +55,7 @@ from ocf.format.raw import to_raw
 from ocf.format.slicing import boxes_disjoint, boxes_tile
 from ocf.format.storage.backend import Output, backend_of
 from ocf.format.storage.location import Location, StorageOptions, locate
-from ocf.v1 import index_pb2, tensor_pb2
+from ocf.v1 import index_pb2
 
 Layout = Literal["file", "directory"]
 
@@ -64,29 +66,15 @@ DEFAULT_MAX_SHARD_SIZE = 4 << 30
 _PARALLEL_CRC = 4 << 20
 
 
-class _Block(NamedTuple):
-    """One written block: a future row of the block table."""
-
-    shard: int
-    offset: int
-    stored_length: int
-    raw_length: int
-    codec: tensor_pb2.Codec
-    byte_shuffle: bool
-    chunk_size: int
-    chunk_crcs: list[int]
-    chunk_stored_lengths: list[int]
-
-
 @dataclass(slots=True)
 class _Tensor:
-    """A written tensor: a future row of the tensor table, and its blocks."""
+    """A written tensor: a future row of the tensor table (an encoding.TensorRow)."""
 
     key: str
     dtype: dtypes.DTypeInfo
     shape: tuple[int, ...]
-    block: _Block | None = None  # stored whole
-    slices: list[tuple[tuple[int, ...], tuple[int, ...], _Block]] = field(default_factory=list)
+    block: Block | None = None  # stored whole
+    pieces: list[Piece] = field(default_factory=list)  # stored in slices
 
 
 class Writer:
@@ -130,7 +118,6 @@ class Writer:
         self._storage = backend_of(self.target)
         self.layout = layout
         self.compression = Compression.parse(compression)
-        self._codec = self.compression.value
         self.level = compression_level
         self.byte_shuffle = byte_shuffle and self.compression is Compression.ZSTD
         if chunk_size % 64 or not MIN_CHUNK_SIZE <= chunk_size <= MAX_CHUNK_SIZE:
@@ -199,7 +186,7 @@ class Writer:
         if tensor is None:
             self._claim_key(key)
             tensor = self._tensors[key] = _Tensor(key, dtype, shape)
-        tensor.slices.append((start, array.shape, self._store(raw, dtype)))
+        tensor.pieces.append(Piece(start, array.shape, self._store(raw, dtype)))
 
     def set_object_graph(self, nodes: Sequence[Node]) -> None:
         """Make this an object-based checkpoint with the object graph ``nodes``.
@@ -287,7 +274,7 @@ class Writer:
         if key in self._tensors:
             raise InvalidError("key written twice", key=key, requirement="R-TENSOR-001")
 
-    def _store(self, raw: memoryview, dtype: dtypes.DTypeInfo) -> _Block:
+    def _store(self, raw: memoryview, dtype: dtypes.DTypeInfo) -> Block:
         """Write ``raw`` as the next block."""
         size = len(raw)
         output = self._output_for(size)
@@ -298,25 +285,25 @@ class Writer:
             # The common case of many small tensors, kept short: one chunk.
             crc = crc32c(raw)
             output.write(raw)
-            return _Block(shard, offset, size, size, self._codec, False, 0, [crc], [])
+            return Block(shard, offset, size, size, self.compression, False, 0, [crc], [])
         chunk_size = self.chunk_size if size > self.chunk_size else 0
         ranges = [(0, size)] if not chunk_size else [
             (s, min(s + chunk_size, size)) for s in range(0, size, chunk_size)]
         if not size:
-            return _Block(shard, offset, 0, 0, self._codec, False, 0, [], [])
+            return Block(shard, offset, 0, 0, self.compression, False, 0, [], [])
         if self.compression is Compression.NONE:
             crcs = self._write_plain(output, raw, ranges)
-            return _Block(shard, offset, size, size, self._codec, False, chunk_size,
-                          crcs, [])
+            return Block(shard, offset, size, size, self.compression, False, chunk_size,
+                         crcs, [])
         shuffle = self.byte_shuffle and dtype.itemsize > 1
         encoder = ChunkEncoder(self.compression, self.level, dtype.itemsize if shuffle else 1)
-        crcs, lengths = [], []
+        crcs, starts = [], [offset]
         for stored in self._encoded(encoder, raw, ranges):
             crcs.append(crc32c(stored))
-            lengths.append(len(stored))
+            starts.append(starts[-1] + len(stored))
             output.write(stored)
-        return _Block(shard, offset, sum(lengths), size, self._codec, shuffle,
-                      chunk_size, crcs, lengths)
+        return Block(shard, offset, starts[-1] - offset, size, self.compression, shuffle,
+                     chunk_size, crcs, starts)
 
     def _write_plain(
         self, output: Output, raw: memoryview, ranges: list[tuple[int, int]]
@@ -371,49 +358,13 @@ class Writer:
 
     def _fill_tables(self) -> None:
         """Lay the written tensors and blocks out as the index's columns."""
-        keys: list[str] = []
-        dtype_codes: list[tensor_pb2.Dtype] = []
-        ranks: list[int] = []
-        dims: list[int] = []
-        slice_counts: list[int] = []
-        blocks: list[_Block] = []
-        starts: list[int] = []
-        extents: list[int] = []
         for tensor in self._tensors.values():
-            keys.append(tensor.key)
-            dtype_codes.append(tensor.dtype.code)
-            ranks.append(len(tensor.shape))
-            dims.extend(tensor.shape)
-            slice_counts.append(len(tensor.slices))
-            if tensor.block is not None:
-                blocks.append(tensor.block)
-                continue
-            self._check_tiling(tensor)
-            for start, extent, block in tensor.slices:
-                starts.extend(start)
-                extents.extend(extent)
-                blocks.append(block)
-        table = self._index.tensors
-        table.keys.extend(keys)
-        table.dtypes.extend(dtype_codes)
-        table.ranks.extend(ranks)
-        table.dims.extend(dims)
-        table.slice_counts.extend(slice_counts)
-        columns = self._index.blocks
-        columns.shards.extend(b.shard for b in blocks)
-        columns.offsets.extend(b.offset for b in blocks)
-        columns.stored_lengths.extend(b.stored_length for b in blocks)
-        columns.raw_lengths.extend(b.raw_length for b in blocks)
-        columns.codecs.extend(b.codec for b in blocks)
-        columns.byte_shuffles.extend(b.byte_shuffle for b in blocks)
-        columns.chunk_sizes.extend(b.chunk_size for b in blocks)
-        columns.chunk_crcs.extend(crc for b in blocks for crc in b.chunk_crcs)
-        columns.chunk_stored_lengths.extend(n for b in blocks for n in b.chunk_stored_lengths)
-        columns.slice_starts.extend(starts)
-        columns.slice_extents.extend(extents)
+            if tensor.block is None:
+                self._check_tiling(tensor)
+        fill_tables(self._index, self._tensors.values())
 
     def _check_tiling(self, tensor: _Tensor) -> None:
-        boxes = [(start, extent) for start, extent, _ in tensor.slices]
+        boxes = [(piece.start, piece.extent) for piece in tensor.pieces]
         if not self.slices_must_tile:
             if not boxes_disjoint(boxes):
                 raise InvalidError("slices of this tensor overlap", key=tensor.key,

@@ -11,9 +11,10 @@ stays the committed one [R-PART-004] [R-PART-005].
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from itertools import pairwise
 from math import prod
 
 from ocf._version import __version__
@@ -23,13 +24,14 @@ from ocf.format.commit import is_shard_file_name, leftover_names
 from ocf.format.container import INDEX_FILE_NAME, PREAMBLE, PREAMBLE_SIZE, Footer, read_index_bytes
 from ocf.format.errors import InvalidError, LimitExceededError, NotFoundError
 from ocf.format.index.decoding import PART_FEATURE, IndexModel, decode_index
-from ocf.format.index.model import Block, TensorInfo
+from ocf.format.index.encoding import fill_tables
+from ocf.format.index.model import Block, Piece, TensorInfo
 from ocf.format.limits import MAX_INDEX_BYTES, MAX_SLICES_PER_TENSOR
 from ocf.format.object_graph import decode_graph
 from ocf.format.slicing import Box, boxes_disjoint, boxes_tile
 from ocf.format.storage.backend import backend_of
 from ocf.format.storage.location import Location, StorageOptions, locate
-from ocf.v1 import index_pb2, tensor_pb2
+from ocf.v1 import index_pb2
 
 
 @dataclass
@@ -153,7 +155,7 @@ def _merged_index(parts: list[_Part], directory: Location) -> index_pb2.Index:
     entries = _entries(parts)
     for key, entry in entries.items():
         _check_pieces(key, entry, directory)
-    _fill_tables(index, entries, bases)
+    fill_tables(index, _rows(entries, bases))
     first = parts[0].message
     for key in sorted(first.metadata):
         index.metadata[key].CopyFrom(first.metadata[key])
@@ -224,37 +226,22 @@ def _check_pieces(key: str, entry: _Entry, directory: Location) -> None:
                            path=directory, key=key, requirement="R-PART-005")
 
 
-def _fill_tables(index: index_pb2.Index, entries: dict[str, _Entry], bases: list[int]) -> None:
-    """The tensor and block tables: each part's block rows, shard numbers rebased."""
-    table, columns = index.tensors, index.blocks
+def _rows(entries: dict[str, _Entry], bases: list[int]) -> Iterator[TensorInfo]:
+    """Each tensor as the merged index holds it: the parts' blocks, shard numbers rebased."""
     for key, entry in entries.items():
         info = entry.info
-        table.keys.append(key)
-        table.dtypes.append(info.dtype.code)
-        table.ranks.append(len(info.shape))
-        table.dims.extend(info.shape)
-        table.slice_counts.append(0 if entry.whole_in is not None else len(entry.pieces))
         if entry.whole_in is not None:
             assert info.block is not None
-            _add_block(columns, info.block, bases[entry.whole_in])
+            yield TensorInfo(key, info.dtype, info.shape,
+                             _rebased(info.block, bases[entry.whole_in]), ())
             continue
-        for part, (start, extent), block in entry.pieces:
-            _add_block(columns, block, bases[part])
-            columns.slice_starts.extend(start)
-            columns.slice_extents.extend(extent)
+        yield TensorInfo(key, info.dtype, info.shape, None, tuple(
+            Piece(start, extent, _rebased(block, bases[part]))
+            for part, (start, extent), block in entry.pieces))
 
 
-def _add_block(columns: tensor_pb2.BlockTable, block: Block, base: int) -> None:
-    columns.shards.append(base + block.shard)
-    columns.offsets.append(block.offset)
-    columns.stored_lengths.append(block.stored_length)
-    columns.raw_lengths.append(block.raw_length)
-    columns.codecs.append(block.compression.value)
-    columns.byte_shuffles.append(block.byte_shuffle)
-    columns.chunk_sizes.append(block.chunk_size)
-    columns.chunk_crcs.extend(block.chunk_crcs)
-    starts = block.chunk_starts  # zstd: where each chunk starts, then the block's end
-    columns.chunk_stored_lengths.extend(b - a for a, b in pairwise(starts))
+def _rebased(block: Block, base: int) -> Block:
+    return dataclasses.replace(block, shard=base + block.shard)
 
 
 def _check_merged(data: bytes, directory: Location) -> None:
