@@ -18,14 +18,14 @@ from ocf.format.errors import InvalidError, MalformedError
 from ocf.v1 import tensor_pb2
 
 
-class Compression(enum.Enum):
+class Codec(enum.Enum):
     """The codecs a writer can choose, by their names in the API and CLI."""
 
     NONE = tensor_pb2.CODEC_NONE
     ZSTD = tensor_pb2.CODEC_ZSTD
 
     @classmethod
-    def parse(cls, name: str | None) -> Compression:
+    def parse(cls, name: str | None) -> Codec:
         if name is None:
             return cls.NONE
         try:
@@ -50,12 +50,12 @@ def unshuffle(shuffled: np.ndarray, itemsize: int) -> np.ndarray:
 class ChunkEncoder:
     """Encodes raw chunks for one stored data block."""
 
-    compression: Compression
+    compression: Codec
     level: int = 3
     itemsize: int = 1  # element size for the byte shuffle; 1 means no shuffle
 
     def encode(self, raw: memoryview) -> memoryview | bytes:
-        if self.compression is Compression.NONE:
+        if self.compression is Codec.NONE:
             return raw
         data = raw
         if self.itemsize > 1:

@@ -14,6 +14,8 @@ MAX_RANK = 32
 MAX_SLICES_PER_TENSOR = 4096
 MAX_CHUNKS_PER_BLOCK = 1 << 24
 MAX_METADATA_DEPTH = 32
+# Nodes of an object graph [R-LIMIT-002].
+MAX_NODES = 1 << 24
 # The product of a tensor's non-zero dimensions [R-TENSOR-003]: with item sizes
 # of at most 16 bytes every valid tensor fits in 2**62 bytes, so NumPy (or any
 # 64-bit array library) can represent its shape, empty ones included.

@@ -15,10 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ocf.format.errors import InvalidError, LimitExceededError
+from ocf.format.limits import MAX_NODES
 from ocf.format.metadata import MetadataValue, decode_map, encode_map
 from ocf.v1 import object_graph_pb2
 
-MAX_NODES = 1 << 24
 SLOT_COMPONENT = ".slot"
 
 

@@ -21,7 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ocf.format.checksum import crc32c
-from ocf.format.codec import Compression, decode_zstd
+from ocf.format.codec import Codec, decode_zstd
 from ocf.format.container import (
     read_index_bytes,
 )
@@ -152,7 +152,7 @@ class Reader(Mapping[str, TensorInfo]):
         """The tensor ``key``; a read-only zero-copy view when it is stored uncompressed."""
         info = self[key]
         block = info.block
-        if block is None or block.compression is not Compression.NONE or info.dtype.is_bytes \
+        if block is None or block.compression is not Codec.NONE or info.dtype.is_bytes \
                 or not self._shards[block.shard].mappable:
             return self.read_tensor(key)
         raw = self._mapped(block)
@@ -184,7 +184,7 @@ class Reader(Mapping[str, TensorInfo]):
         for key in others:
             info = self[key]
             block = info.block
-            if block is None or block.compression is not Compression.NONE or \
+            if block is None or block.compression is not Codec.NONE or \
                     info.dtype.is_bytes:
                 result[key] = self.read_tensor(key)
                 continue
@@ -270,7 +270,7 @@ class Reader(Mapping[str, TensorInfo]):
     def _read_block(self, info: TensorInfo, block: Block) -> np.ndarray:
         """All raw bytes of a block, read (not mapped) into a new buffer."""
         out = np.empty(block.raw_length, dtype=np.uint8)
-        if block.compression is Compression.NONE:
+        if block.compression is Codec.NONE:
             self._read_plain(info, block, out.data)
         else:
             self._decode_chunks(info, block, range(block.chunk_count), out)
@@ -374,10 +374,10 @@ class Reader(Mapping[str, TensorInfo]):
             return self._materialize(info, self._read_block(info, block), shape, window)
         chunks = chunks_touching(shape, info.dtype.itemsize, block.raw_chunk_size,
                                  block.chunk_count, box)
-        if block.compression is Compression.NONE and self._shards[block.shard].mappable:
+        if block.compression is Codec.NONE and self._shards[block.shard].mappable:
             raw = self._mapped(block)
             self._verify_chunks(info, block, iter(chunks.tolist()), raw)
-        elif block.compression is Compression.NONE:  # an object: fetch only those chunks
+        elif block.compression is Codec.NONE:  # an object: fetch only those chunks
             raw = np.zeros(block.raw_length, dtype=np.uint8)
             self._read_chunks(info, block, chunks.tolist(), raw.data)
         else:

@@ -24,7 +24,7 @@ import numpy as np
 from ocf._version import __version__
 from ocf.format import dtypes
 from ocf.format.checksum import crc32c
-from ocf.format.codec import ChunkEncoder, Compression
+from ocf.format.codec import ChunkEncoder, Codec
 from ocf.format.commit import (
     leftover_names,
     new_write_id,
@@ -117,9 +117,9 @@ class Writer:
         self.target: Location = locate(path, storage_options)
         self._storage = backend_of(self.target)
         self.layout = layout
-        self.compression = Compression.parse(compression)
+        self.compression = Codec.parse(compression)
         self.level = compression_level
-        self.byte_shuffle = byte_shuffle and self.compression is Compression.ZSTD
+        self.byte_shuffle = byte_shuffle and self.compression is Codec.ZSTD
         if chunk_size % 64 or not MIN_CHUNK_SIZE <= chunk_size <= MAX_CHUNK_SIZE:
             raise InvalidError(f"chunk_size {chunk_size} must be a multiple of 64 in "
                                f"[{MIN_CHUNK_SIZE}, {MAX_CHUNK_SIZE}]", requirement="R-CHUNK-001")
@@ -281,7 +281,7 @@ class Writer:
         output.align()
         shard = len(self._files) - 1 if self.layout == "directory" else 0
         offset = output.position
-        if self.compression is Compression.NONE and 0 < size <= self.chunk_size:
+        if self.compression is Codec.NONE and 0 < size <= self.chunk_size:
             # The common case of many small tensors, kept short: one chunk.
             crc = crc32c(raw)
             output.write(raw)
@@ -291,7 +291,7 @@ class Writer:
             (s, min(s + chunk_size, size)) for s in range(0, size, chunk_size)]
         if not size:
             return Block(shard, offset, 0, 0, self.compression, False, 0, [], [])
-        if self.compression is Compression.NONE:
+        if self.compression is Codec.NONE:
             crcs = self._write_plain(output, raw, ranges)
             return Block(shard, offset, size, size, self.compression, False, chunk_size,
                          crcs, [])

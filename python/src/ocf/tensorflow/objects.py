@@ -43,10 +43,9 @@ from typing import cast
 from google.protobuf.message import DecodeError
 
 from ocf.format.errors import InvalidError, LimitExceededError, MalformedError
-from ocf.format.limits import MAX_INDEX_BYTES
+from ocf.format.limits import MAX_INDEX_BYTES, MAX_NODES
 from ocf.format.metadata import MetadataValue
 from ocf.format.object_graph import (
-    MAX_NODES,
     Node,
     ObjectGraph,
     SlotRef,

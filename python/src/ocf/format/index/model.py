@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ocf.format import dtypes
-from ocf.format.codec import Compression
+from ocf.format.codec import Codec
 
 
 @dataclass(slots=True)
@@ -20,7 +20,7 @@ class Block:
     offset: int
     stored_length: int
     raw_length: int
-    compression: Compression
+    compression: Codec
     byte_shuffle: bool
     chunk_size: int
     chunk_crcs: list[int]

@@ -20,7 +20,7 @@ from typing import NoReturn
 import numpy as np
 
 from ocf.format import dtypes
-from ocf.format.codec import Compression
+from ocf.format.codec import Codec
 from ocf.format.container import ALIGNMENT, PREAMBLE_SIZE
 from ocf.format.errors import InvalidError, LimitExceededError
 from ocf.format.index.model import Block, Piece, ShardInfo, TensorInfo
@@ -41,7 +41,7 @@ from ocf.format.slicing import boxes_disjoint, boxes_tile
 from ocf.v1 import tensor_pb2
 
 _U64 = np.uint64
-_CODECS: dict[int, Compression] = {int(c.value): c for c in Compression}
+_CODECS: dict[int, Codec] = {int(c.value): c for c in Codec}
 # Item size by dtype code (0 for byte strings, -1 for undefined codes).
 _ITEMSIZE = np.full(max(dtypes.BY_CODE) + 1, -1, dtype=np.int64)
 for _row in dtypes.TABLE:
@@ -272,7 +272,7 @@ class Tables(Mapping[str, TensorInfo]):
                          "raw length cannot hold the string length table", "R-DTYPE-003")
         known = np.isin(self._codecs, list(_CODECS))
         self._fail_first(~known, InvalidError, "codec value is not defined", "R-CHUNK-003")
-        plain = self._codecs == Compression.NONE.value
+        plain = self._codecs == Codec.NONE.value
         self._fail_first(plain & (self._shuffles | (stored != raw)), InvalidError,
                          "uncompressed data must have stored length equal to raw length and no "
                          "byte shuffle", "R-CHUNK-003")
@@ -294,7 +294,7 @@ class Tables(Mapping[str, TensorInfo]):
         if int(chunks.sum()) != len(self._crcs):
             self._fail(InvalidError, f"the blocks have {int(chunks.sum())} chunks, "
                        f"chunk_crcs holds {len(self._crcs)} values", "R-CHUNK-002")
-        zstd = self._codecs == Compression.ZSTD.value
+        zstd = self._codecs == Codec.ZSTD.value
         zstd_chunks = np.where(zstd, chunks, 0)
         self._stored_start = np.cumsum(zstd_chunks) - zstd_chunks
         if int(zstd_chunks.sum()) != len(self._chunk_stored):
@@ -392,7 +392,7 @@ class Tables(Mapping[str, TensorInfo]):
         rows = np.fromiter(map(self._rows.__getitem__, keys), dtype=np.int64, count=len(keys))
         blocks = self._first_block[rows]
         raw = self._raw[blocks]
-        small = ((self._slice_counts[rows] == 0) & (self._codecs[blocks] == Compression.NONE.value)
+        small = ((self._slice_counts[rows] == 0) & (self._codecs[blocks] == Codec.NONE.value)
                  & (raw > 0) & (raw <= max_bytes) & (_ITEMSIZE[self._dtypes[rows]] > 0)
                  & (self._chunk_counts[blocks] == 1))
         others = [keys[i] for i in np.flatnonzero(~small).tolist()]
@@ -419,7 +419,7 @@ class Tables(Mapping[str, TensorInfo]):
         crc_at = c.crc_start[j]
         chunks = c.chunk_counts[j]
         starts: list[int] = []
-        if compression is Compression.ZSTD:
+        if compression is Codec.ZSTD:
             at = c.stored_start[j]
             starts = list(accumulate(c.chunk_stored[at : at + chunks], initial=offset))
         return Block(c.shards[j], offset, c.stored[j], c.raw[j], compression, c.shuffles[j],
