@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 
 import pytest
 import zstandard
@@ -70,7 +71,9 @@ def test_one_exact_frame_decodes(content_size: bool, checksum: bool) -> None:
     (lambda f: f[:8], "incomplete"),
     (lambda f: b"\0\0\0\0" + f[4:], "not a zstd frame"),
 ])
-def test_anything_but_one_complete_frame_is_malformed(mutate, message) -> None:  # type: ignore[no-untyped-def]
+def test_anything_but_one_complete_frame_is_malformed(
+    mutate: Callable[[bytes], bytes], message: str
+) -> None:
     data = bytes(range(256)) * 400
     with pytest.raises(MalformedError, match=message):
         decode_zstd(mutate(_frame(data)), len(data), 1)

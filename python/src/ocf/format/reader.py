@@ -22,9 +22,7 @@ import numpy as np
 
 from ocf.format.checksum import crc32c
 from ocf.format.codec import Codec, decode_zstd
-from ocf.format.container import (
-    read_index_bytes,
-)
+from ocf.format.container import read_index_bytes
 from ocf.format.errors import (
     IntegrityError,
     LimitExceededError,

@@ -79,7 +79,7 @@ from ocf.format.errors import (
 )
 from ocf.format.reader import Reader
 from ocf.format.storage.backend import backend_of
-from ocf.format.storage.location import Location, StorageOptions, join_path, locate
+from ocf.format.storage.location import StorageOptions, join_path, locate
 
 STATE_FILE_NAME = "checkpoint.json"
 STATE_FORMAT = "ocf-checkpoint-state"
@@ -220,15 +220,10 @@ def parse_state(data: bytes, path: StrPath) -> CheckpointState:
     return CheckpointState(latest, names, timestamps, preserved)
 
 
-def _where(directory: StrPath, storage_options: StorageOptions | None) -> Location:
-    """The local directory, or the object-store prefix of a URL."""
-    return locate(directory, storage_options)
-
-
 def read_state(directory: StrPath, storage_options: StorageOptions | None = None
                ) -> CheckpointState | None:
     """The checked state file of ``directory``, or None if it has none."""
-    path = _where(directory, storage_options) / STATE_FILE_NAME
+    path = locate(directory, storage_options) / STATE_FILE_NAME
     data = backend_of(path).read_small(path, MAX_STATE_BYTES)
     return None if data is None else parse_state(data, path)
 
@@ -236,7 +231,7 @@ def read_state(directory: StrPath, storage_options: StorageOptions | None = None
 def write_state(directory: StrPath, state: CheckpointState,
                 storage_options: StorageOptions | None = None) -> None:
     """Replace the state file of ``directory`` atomically and durably."""
-    target = _where(directory, storage_options) / STATE_FILE_NAME
+    target = locate(directory, storage_options) / STATE_FILE_NAME
     data = state.to_json()
     if len(data) > MAX_STATE_BYTES:  # never write what read_state would refuse
         raise LimitExceededError(f"state file would be {len(data)} bytes, above the limit of "
@@ -347,7 +342,7 @@ class CheckpointManager:
         self._checkpoint = checkpoint
         self._directory = os.fspath(directory)
         self._storage_options = storage_options
-        self._where = _where(self._directory, storage_options)
+        self._where = locate(self._directory, storage_options)
         self._storage = backend_of(self._where)
         self._directory = self._directory.rstrip("/") or self._directory
         self._name = check_name(checkpoint_name, self._directory, "checkpoint_name")

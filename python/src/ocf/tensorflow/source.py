@@ -23,11 +23,10 @@ import numpy as np
 from ocf.format import dtypes
 from ocf.format.errors import NotFoundError
 from ocf.format.object_graph import ObjectGraph
-from ocf.format.storage.location import url_scheme
 from ocf.objects.sources import (
     ForeignFormat,
     TensorSummary,
-    is_ocf_checkpoint,
+    foreign_format,
     register_foreign_format,
 )
 from ocf.tensorflow.bundle_reader import BundleReader, is_tf_checkpoint
@@ -121,13 +120,12 @@ def is_tensorflow_checkpoint(path: str | os.PathLike[str]) -> bool:
     a directory holding TensorFlow's ``checkpoint`` state file. Imports no
     TensorFlow; URLs are never TensorFlow checkpoints here.
     """
-    if url_scheme(path) is not None or is_ocf_checkpoint(path):
-        return False
-    return is_tf_checkpoint(path)
+    return foreign_format(path) is TENSORFLOW
 
 
 def _open(path: str, verify: bool) -> TFSource:
     return TFSource(path, verify=verify)
 
 
-register_foreign_format(ForeignFormat("TensorFlow", is_tf_checkpoint, _open))
+TENSORFLOW = ForeignFormat("TensorFlow", is_tf_checkpoint, _open)
+register_foreign_format(TENSORFLOW)
