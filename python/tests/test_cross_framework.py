@@ -110,7 +110,7 @@ def test_torch_weights_restored_into_flax_give_the_same_outputs(
     model = FlaxNet()
     nhwc = jnp.asarray(inputs(1).transpose(0, 2, 3, 1))
     target = jax.eval_shape(model.init, jax.random.PRNGKey(0), nhwc)["params"]
-    params = ocf.jax.restore(path, target, start="model", layout=ocf.jax.TORCH_TO_FLAX)
+    params = ocf.jax.restore(path, target, start="model", translation=ocf.jax.TORCH_TO_FLAX)
     assert params["fc1"]["kernel"].shape == (144, 16)  # torch's (16, 144), transposed
     assert params["conv"]["kernel"].shape == (3, 3, 1, 4)  # torch's (4, 1, 3, 3)
     np.testing.assert_allclose(np.asarray(model.apply({"params": params}, nhwc)), expected,
@@ -139,8 +139,8 @@ def test_sequential_torch_model_restores_into_flax_default_names_by_a_rename(
 
     x = np.random.default_rng(2).normal(size=(4, 6)).astype(np.float32)
     target = jax.eval_shape(MLP().init, jax.random.PRNGKey(0), x)["params"]
-    layout = ocf.jax.TORCH_TO_FLAX.rename({"Dense_0": "0", "Dense_1": "2"})
-    params = ocf.jax.restore(path, target, start="model", layout=layout)
+    translation = ocf.jax.TORCH_TO_FLAX.rename({"Dense_0": "0", "Dense_1": "2"})
+    params = ocf.jax.restore(path, target, start="model", translation=translation)
     with torch.no_grad():
         expected = net(torch.from_numpy(x)).numpy()
     np.testing.assert_allclose(np.asarray(MLP().apply({"params": params}, x)), expected,
@@ -179,7 +179,7 @@ def trained_in_flax(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, np.n
         updates, opt_state = tx.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
     path = ocf.jax.save(tmp_path_factory.mktemp("flax") / "ckpt.ocf", params,
-                        layout=ocf.jax.FLAX_TO_TORCH)
+                        translation=ocf.jax.FLAX_TO_TORCH)
     return path, np.asarray(model.apply({"params": params}, nhwc(inputs(1))))
 
 
@@ -213,8 +213,8 @@ def test_sequential_flax_model_saved_for_torch_by_a_rename(tmp_path: Path) -> No
 
     x = np.random.default_rng(4).normal(size=(4, 6)).astype(np.float32)
     params = MLP().init(jax.random.PRNGKey(5), x)["params"]
-    layout = ocf.jax.FLAX_TO_TORCH.rename({"Dense_0": "0", "Dense_1": "2"})
-    path = ocf.jax.save(tmp_path / "mlp.ocf", params, layout=layout)
+    translation = ocf.jax.FLAX_TO_TORCH.rename({"Dense_0": "0", "Dense_1": "2"})
+    path = ocf.jax.save(tmp_path / "mlp.ocf", params, translation=translation)
     net = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
     status = ocf.restore(net, path)
     assert status.unmatched_checkpoint_paths() == []
@@ -226,11 +226,11 @@ def test_sequential_flax_model_saved_for_torch_by_a_rename(tmp_path: Path) -> No
 
 def test_a_layout_rule_without_the_saving_conversion_is_refused_on_save(tmp_path: Path
                                                                         ) -> None:
-    restore_only = ocf.jax.Layout(leaves={"kernel": ("weight", np.transpose)})
+    restore_only = ocf.jax.Translation(leaves={"kernel": ("weight", np.transpose)})
     params = {"fc": {"kernel": np.zeros((2, 3), np.float32)}}
-    with pytest.raises(ocf.InvalidError, match="'fc/kernel': the layout's rule for 'kernel' "
+    with pytest.raises(ocf.InvalidError, match="'fc/kernel': the translation's rule for 'kernel' "
                                                "converts only on restore"):
-        ocf.jax.save(tmp_path / "x.ocf", params, layout=restore_only)
+        ocf.jax.save(tmp_path / "x.ocf", params, translation=restore_only)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -250,14 +250,13 @@ def test_adam_state_moves_from_torch_to_optax_and_the_next_step_agrees(tmp_path:
     optimizer = torch.optim.Adam(net.parameters(), lr=1e-2)
     for step in range(5):
         torch_adam_step(net, optimizer, inputs(100 + step))
-    path = ocf.torch.save(tmp_path / "ckpt.ocf", model=net, optimizer=optimizer)
+    path = ocf.torch.save(tmp_path / "ckpt.ocf", {"model": net, "optimizer": optimizer})
 
     model, tx = FlaxNet(), optax.adam(1e-2)  # torch's Adam defaults: b1, b2, eps equal
     params = jax.eval_shape(model.init, jax.random.PRNGKey(0), nhwc(inputs(1)))["params"]
-    target = {"params": params, "opt_state": jax.eval_shape(tx.init, params),
-              "save_counter": np.zeros((), np.int64)}
-    layout = ocf.jax.TORCH_TO_FLAX.rename({"params": "model", "opt_state": "optimizer"})
-    state = ocf.jax.restore(path, target, layout=layout)
+    target = {"params": params, "opt_state": jax.eval_shape(tx.init, params)}
+    translation = ocf.jax.TORCH_TO_FLAX.rename({"params": "model", "opt_state": "optimizer"})
+    state = ocf.jax.restore(path, target, translation=translation)
     adam = state["opt_state"][0]
     assert int(adam.count) == 5
     # mu is torch's exp_avg, laid out as the kernel is
@@ -287,10 +286,10 @@ def test_torch_step_counts_that_differ_between_parameters_are_refused(tmp_path: 
             net.bias.grad = None
         optimizer.step()
         optimizer.zero_grad()
-    path = ocf.torch.save(tmp_path / "ckpt.ocf", model=net, optimizer=optimizer)
+    path = ocf.torch.save(tmp_path / "ckpt.ocf", {"model": net, "optimizer": optimizer})
     params = {"kernel": jax.ShapeDtypeStruct((2, 1), jnp.float32),
               "bias": jax.ShapeDtypeStruct((1,), jnp.float32)}
     target = {"params": params, "opt_state": jax.eval_shape(optax.adam(1e-2).init, params)}
-    layout = ocf.jax.TORCH_TO_FLAX.rename({"params": "model", "opt_state": "optimizer"})
+    translation = ocf.jax.TORCH_TO_FLAX.rename({"params": "model", "opt_state": "optimizer"})
     with pytest.raises(ocf.InvalidError, match=r"step counts differ \((2.0 and 1.0|1.0 and 2.0)\)"):
-        ocf.jax.restore(path, target, layout=layout, partial=True)
+        ocf.jax.restore(path, target, translation=translation, partial=True)

@@ -129,7 +129,7 @@ def test_sliced_tensor_is_assembled_from_its_pieces(tmp_path: Path) -> None:
         writer.write_slice("w", full[3:7, 0:2], (3, 0), full.shape)
         writer.write_slice("w", full[3:7, 2:5], (3, 2), full.shape)
     with ocf.open(tmp_path / "x.ocf") as reader:
-        assert len(reader["w"].pieces) == 3
+        assert len(reader["w"].slices) == 3
         assert_bit_exact(reader.get_tensor("w"), full)
         assert_bit_exact(reader.get_slice("w", np.s_[2:5, 1:4]), full[2:5, 1:4])
 

@@ -446,8 +446,8 @@ def test_conversion_keeps_every_tensorflow_key_and_value(tf_built: Built, name: 
 
 def test_partitioned_variables_stay_partitioned_in_ocf(tf_built: Built) -> None:
     with ocf.open(tf_built.converted("v1_saver")) as reader:
-        assert len(reader["embedding"].pieces) == 3  # fixed_size_partitioner(3)
-        assert not reader["dense/kernel"].pieces
+        assert len(reader["embedding"].slices) == 3  # fixed_size_partitioner(3)
+        assert not reader["dense/kernel"].slices
         rows = reader.get_slice("embedding", np.s_[4:6])
     assert same(rows, decode(tf_built.values("v1_saver")["embedding"])[4:6])
 

@@ -133,9 +133,9 @@ def test_tiles_are_slices_of_the_merged_index(tmp_path: Path) -> None:
     full = np.arange(64 * 32, dtype=np.float32).reshape(64, 32)
     _save_by(tmp_path, full, 0, 2, tile_bytes=512)  # 16 tiles of 16 x 8
     with ocf.open(tmp_path) as reader:
-        pieces = reader["w"].pieces
-        assert len(pieces) == 16
-        assert {p.extent for p in pieces} == {(16, 8)}
+        slices = reader["w"].slices
+        assert len(slices) == 16
+        assert {p.extent for p in slices} == {(16, 8)}
         assert reader.read_tensor("w").tobytes() == full.tobytes()
 
 
@@ -147,14 +147,14 @@ def test_without_tile_bytes_each_box_stays_one_slice(tmp_path: Path) -> None:
                tile_bytes=64)
     merge_parts(write_dir, save_id=SAVE, parts=1)
     with ocf.open(tmp_path / "rows") as reader:
-        assert len(reader["w"].pieces) == 2
+        assert len(reader["w"].slices) == 2
     with ocf.open(write_dir) as reader:
         # A whole tensor of rank 2 is tiled: 4-element tiles, 11 x 11 of them.
-        assert len(reader["w"].pieces) == len(tiles_of(((0, 0), (64, 32)), (64, 32), 4, 64))
-        assert len(reader["w"].pieces) == 121
+        assert len(reader["w"].slices) == len(tiles_of(((0, 0), (64, 32)), (64, 32), 4, 64))
+        assert len(reader["w"].slices) == 121
         assert reader.read_tensor("w").tobytes() == full.tobytes()
         assert reader["v"].block is not None  # rank 1: whole
-        assert not reader["v"].pieces
+        assert not reader["v"].slices
 
 
 # -- bytes read ------------------------------------------------------------------------------
@@ -204,7 +204,7 @@ def test_a_region_of_a_tensor_in_thousands_of_tiles_finds_its_tiles_quickly(
             writer.write_slice("w", full[r:r + 8, c:c + 8], (r, c), full.shape)
     merge_parts(tmp_path, save_id=SAVE, parts=1)
     with ocf.open(tmp_path) as reader:
-        assert len(reader["w"].pieces) == 4096
+        assert len(reader["w"].slices) == 4096
         reader.get_slice("w", np.s_[0:1, 0:1])  # builds the tensor's bounds once
         began = time.perf_counter()
         for i in range(200):

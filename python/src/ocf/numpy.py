@@ -1,87 +1,80 @@
-"""Whole-file convenience functions, in the spirit of safetensors' API.
+"""NumPy arrays in OCF checkpoints: the API every framework adapter mirrors.
 
-``save_file`` writes a mapping of arrays, ``load_file`` reads one back (all
-of it or the keys asked for), ``open`` gives a lazy :class:`Reader`.
+Flat mappings, in the spirit of safetensors' API: ``save_file`` writes a
+mapping of key to array, ``load_file`` reads one back (all of it or the keys
+asked for), ``open`` gives a lazy :class:`Reader`. Object graphs: ``save``
+writes any trackable state (nested dicts and lists of arrays, ``ocf.Module``
+objects), ``restore`` copies a checkpoint's values into such a state in
+place, strictly unless ``partial``.
+
+``ocf.torch`` and ``ocf.jax`` have the same four functions with the same
+arguments, and ``load_file`` a ``device`` as well; their tensors are
+converted to arrays and written by the same code (:mod:`ocf.format.flat`).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from typing import Literal, overload
+from typing import Any, Literal, overload
 
 import numpy as np
 
-from ocf.format.async_save import SaveHandle, Snapshot, frozen_metadata, submit, wait_for_pending
+from ocf.format.async_save import SaveHandle
+from ocf.format.flat import read_arrays, write_arrays
 from ocf.format.reader import Reader
+from ocf.format.storage.backend import Layout
 from ocf.format.storage.location import StorageOptions
-from ocf.format.writer import Layout, Writer
+from ocf.objects.restoring import NameMap, RestoreStatus
+from ocf.objects.restoring import restore as restore_objects
+from ocf.objects.saving import save_root
+
+DtypeLike = np.dtype[Any] | type | str
 
 
 @overload
-def save_file(tensors: Mapping[str, np.ndarray], path: str | os.PathLike[str], *,
-              metadata: Mapping[str, object] | None = None, layout: Layout = "file",
+def save_file(tensors: Mapping[str, np.ndarray], path: str | os.PathLike[str],
+              metadata: Mapping[str, object] | None = None, *, layout: Layout = "file",
               compression: str | None = None, blocking: Literal[True] = True,
-              **options: object) -> None: ...
+              storage_options: StorageOptions | None = None, **options: object) -> None: ...
 
 
 @overload
-def save_file(tensors: Mapping[str, np.ndarray], path: str | os.PathLike[str], *,
-              metadata: Mapping[str, object] | None = None, layout: Layout = "file",
+def save_file(tensors: Mapping[str, np.ndarray], path: str | os.PathLike[str],
+              metadata: Mapping[str, object] | None = None, *, layout: Layout = "file",
               compression: str | None = None, blocking: Literal[False],
+              storage_options: StorageOptions | None = None,
               **options: object) -> SaveHandle: ...
 
 
-def save_file(
-    tensors: Mapping[str, np.ndarray],
-    path: str | os.PathLike[str],
-    *,
-    metadata: Mapping[str, object] | None = None,
-    layout: Layout = "file",
-    compression: str | None = None,
-    blocking: bool = True,
-    **options: object,
-) -> SaveHandle | None:
+def save_file(tensors: Mapping[str, np.ndarray], path: str | os.PathLike[str],
+              metadata: Mapping[str, object] | None = None, *, layout: Layout = "file",
+              compression: str | None = None, blocking: bool = True,
+              storage_options: StorageOptions | None = None,
+              **options: object) -> SaveHandle | None:
     """Write ``tensors`` (key -> array) as one checkpoint at ``path``, atomically.
 
-    ``options`` go to :class:`Writer` (chunk_size, byte_shuffle,
-    compression_level, max_shard_size, threads, storage_options for a URL
-    such as ``s3://bucket/ckpt``). With ``blocking=False`` it returns a
-    :class:`ocf.format.async_save.SaveHandle` as soon as the tensors are copied to
-    host memory, and writes and commits in the background.
+    ``layout`` is ``"file"`` or ``"directory"`` (an index and shard files);
+    ``compression`` ``None`` or ``"zstd"``; ``storage_options`` go to fsspec
+    for a URL such as ``s3://bucket/ckpt``. ``options`` go to :class:`Writer`
+    (chunk_size, byte_shuffle, compression_level, max_shard_size, threads).
+    With ``blocking=False`` it returns a :class:`ocf.SaveHandle` as soon as
+    the tensors are copied to host memory, and writes and commits in the
+    background.
     """
-    if not blocking:
-        frozen = frozen_metadata(metadata)
-
-        def job(snapshot: Snapshot) -> str:
-            _write(snapshot, path, frozen, layout, compression, options)
-            return os.fspath(path)
-
-        return submit(tensors, job, os.fspath(path))
-    wait_for_pending()
-    _write(tensors, path, metadata, layout, compression, options)
-    return None
+    return write_arrays(tensors, path, metadata=metadata, layout=layout,
+                        compression=compression, blocking=blocking,
+                        storage_options=storage_options, options=options)
 
 
-def _write(tensors: Mapping[str, np.ndarray], path: str | os.PathLike[str],
-           metadata: Mapping[str, object] | None, layout: Layout, compression: str | None,
-           options: Mapping[str, object]) -> None:
-    with Writer(path, layout=layout, compression=compression, metadata=metadata,
-                **options) as writer:  # type: ignore[arg-type]
-        for key, array in tensors.items():
-            writer.write(key, array)
+def load_file(path: str | os.PathLike[str], keys: Iterable[str] | None = None, *,
+              dtype: DtypeLike | None = None, verify: bool = True,
+              storage_options: StorageOptions | None = None) -> dict[str, np.ndarray]:
+    """Read the tensors of ``path`` (all, or ``keys``) into new writable arrays.
 
-
-def load_file(
-    path: str | os.PathLike[str],
-    keys: Iterable[str] | None = None,
-    *,
-    verify: bool = True,
-    storage_options: StorageOptions | None = None,
-) -> dict[str, np.ndarray]:
-    """Read the tensors of ``path`` (all, or ``keys``) into new writable arrays."""
-    with Reader(path, verify=verify, storage_options=storage_options) as reader:
-        return reader.read_tensors(reader if keys is None else keys)
+    Values keep their stored dtype unless ``dtype`` casts them all.
+    """
+    return read_arrays(path, keys, dtype=dtype, verify=verify, storage_options=storage_options)
 
 
 def open(path: str | os.PathLike[str], *, verify: bool = True,
@@ -92,3 +85,47 @@ def open(path: str | os.PathLike[str], *, verify: bool = True,
     ``storage_options`` go to fsspec.
     """
     return Reader(path, verify=verify, storage_options=storage_options)
+
+
+@overload
+def save(path: str | os.PathLike[str], state: object,
+         metadata: Mapping[str, object] | None = None, *, layout: Layout = "file",
+         compression: str | None = None, blocking: Literal[True] = True,
+         storage_options: StorageOptions | None = None, **options: object) -> str: ...
+
+
+@overload
+def save(path: str | os.PathLike[str], state: object,
+         metadata: Mapping[str, object] | None = None, *, layout: Layout = "file",
+         compression: str | None = None, blocking: Literal[False],
+         storage_options: StorageOptions | None = None, **options: object) -> SaveHandle: ...
+
+
+def save(path: str | os.PathLike[str], state: object,
+         metadata: Mapping[str, object] | None = None, *, layout: Layout = "file",
+         compression: str | None = None, blocking: bool = True,
+         storage_options: StorageOptions | None = None,
+         **options: object) -> str | SaveHandle:
+    """Write ``state`` (a trackable object, or a dict or list of them and of arrays)
+    as the root of an object-based checkpoint at ``path``; return the path.
+
+    The options are those of :func:`save_file`.
+    """
+    return save_root(state, path, metadata=metadata, blocking=blocking,
+                     options={"layout": layout, "compression": compression,
+                              "storage_options": storage_options, **options})
+
+
+def restore(path: str | os.PathLike[str], target: object, *, start: str = "",
+            partial: bool = False, name_map: NameMap | None = None, verify: bool = True,
+            storage_options: StorageOptions | None = None) -> RestoreStatus:
+    """Copy the values of the checkpoint at ``path`` into ``target`` in place.
+
+    ``target`` is what :func:`save` was given, or a state of the same
+    structure; ``start`` names the checkpoint object to match with it.
+    Unless ``partial``, every value of the target must receive one and every
+    checkpoint value must find one (:meth:`ocf.RestoreStatus.assert_consumed`).
+    """
+    status = restore_objects(target, os.fspath(path), start=start, name_map=name_map,
+                             verify=verify, storage_options=storage_options)
+    return status if partial else status.assert_consumed()

@@ -47,7 +47,7 @@ def inspect(args: argparse.Namespace) -> int:
             print(f"metadata {key} = {value!r}")
         rows = [("KEY", "DTYPE", "SHAPE", "STORED", "CODEC")]
         for key, info in reader.items():
-            sliced = f" ({len(info.pieces)} slices)" if info.pieces else ""
+            sliced = f" ({len(info.slices)} slices)" if info.slices else ""
             rows.append((key, info.dtype.name, str(list(info.shape)),
                          format_size(info.stored_length), info.codec_name + sliced))
         print(format_table(rows))

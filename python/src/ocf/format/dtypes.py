@@ -17,7 +17,7 @@ from ocf.v1 import tensor_pb2
 
 
 @dataclass(frozen=True)
-class DTypeInfo:
+class Dtype:
     """One row of the dtype table."""
 
     code: tensor_pb2.Dtype
@@ -34,13 +34,13 @@ class DTypeInfo:
         return self.numpy is None
 
 
-def _row(code: tensor_pb2.Dtype, name: str, numpy_dtype: type[np.generic] | None) -> DTypeInfo:
+def _row(code: tensor_pb2.Dtype, name: str, numpy_dtype: type[np.generic] | None) -> Dtype:
     dtype = None if numpy_dtype is None else np.dtype(numpy_dtype).newbyteorder("<")
-    return DTypeInfo(code, name, dtype)
+    return Dtype(code, name, dtype)
 
 
 _D = tensor_pb2
-TABLE: tuple[DTypeInfo, ...] = (
+TABLE: tuple[Dtype, ...] = (
     _row(_D.DTYPE_BOOL, "bool", np.bool_),
     _row(_D.DTYPE_INT8, "int8", np.int8),
     _row(_D.DTYPE_INT16, "int16", np.int16),
@@ -61,20 +61,20 @@ TABLE: tuple[DTypeInfo, ...] = (
     _row(_D.DTYPE_BYTES, "bytes", None),
 )
 
-BY_CODE: dict[int, DTypeInfo] = {row.code: row for row in TABLE}
-BY_NAME: dict[str, DTypeInfo] = {row.name: row for row in TABLE}
-_BY_NUMPY: dict[np.dtype[np.generic], DTypeInfo] = {
+BY_CODE: dict[int, Dtype] = {row.code: row for row in TABLE}
+BY_NAME: dict[str, Dtype] = {row.name: row for row in TABLE}
+_BY_NUMPY: dict[np.dtype[np.generic], Dtype] = {
     row.numpy: row for row in TABLE if row.numpy is not None
 }
 BYTES = BY_NAME["bytes"]
 
 
-def from_code(code: int) -> DTypeInfo | None:
+def from_code(code: int) -> Dtype | None:
     """The table row of a stored dtype value, or None when it is not defined."""
     return BY_CODE.get(code)
 
 
-def for_array(array: np.ndarray) -> DTypeInfo:
+def for_array(array: np.ndarray) -> Dtype:
     """The OCF dtype that stores ``array`` exactly, or InvalidError if none does."""
     dtype = array.dtype
     if dtype.kind in "OS":

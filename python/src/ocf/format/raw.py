@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ocf.format.dtypes import DTypeInfo
+from ocf.format.dtypes import Dtype
 from ocf.format.errors import InvalidError
 
 
-def to_raw(array: np.ndarray, dtype: DTypeInfo) -> memoryview:
+def to_raw(array: np.ndarray, dtype: Dtype) -> memoryview:
     """The spec bytes of ``array``, without a copy when it is already C-ordered LE."""
     if dtype.numpy is None:
         return memoryview(encode_strings(array))

@@ -30,8 +30,8 @@ from ocf.format.errors import (
     NotFoundError,
     OCFError,
 )
-from ocf.format.index.decoding import IndexModel, decode_index
-from ocf.format.index.model import Block, Piece, TensorInfo
+from ocf.format.index.decoding import Index, decode_index
+from ocf.format.index.model import Block, Slice, TensorInfo
 from ocf.format.index.tables import SmallPlain
 from ocf.format.metadata import MetadataValue
 from ocf.format.object_graph import ObjectGraph, decode_graph
@@ -88,7 +88,7 @@ class Reader(Mapping[str, TensorInfo]):
         self.bytes_read = 0
         self._verified: set[tuple[int, int, int]] = set()
         # Per key stored in slices: its boxes' first and past-the-end indices.
-        self._piece_bounds: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._slice_bounds: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._pool: ThreadPoolExecutor | None = None
         self._shards: list[Input] = []
         self._graph: ObjectGraph | None = None
@@ -108,7 +108,7 @@ class Reader(Mapping[str, TensorInfo]):
 
     # -- opening --------------------------------------------------------------
 
-    def _read_index(self, own: Input) -> IndexModel:
+    def _read_index(self, own: Input) -> Index:
         data, footer = read_index_bytes(own)
         self.format_version = (footer.format_major, footer.format_minor)
         # Tells this checkpoint from one written over it later (ocf.objects.sources).
@@ -132,6 +132,11 @@ class Reader(Mapping[str, TensorInfo]):
     @property
     def metadata(self) -> dict[str, MetadataValue]:
         return self.index.metadata
+
+    @property
+    def mappable(self) -> bool:
+        """Whether every file of the checkpoint can be memory-mapped (local files)."""
+        return all(shard.mappable for shard in self._shards)
 
     @property
     def object_graph(self) -> ObjectGraph | None:
@@ -257,7 +262,7 @@ class Reader(Mapping[str, TensorInfo]):
 
     def _check_crc(self, info: TensorInfo, block: Block, chunk: int, crc: int) -> None:
         if crc != block.chunk_crcs[chunk]:
-            piece = next((f"slice {i}, " for i, p in enumerate(info.pieces) if p.block is block),
+            piece = next((f"slice {i}, " for i, p in enumerate(info.slices) if p.block is block),
                          "")
             raise IntegrityError(
                 f"{piece}chunk {chunk} (bytes {'...'.join(map(str, block.stored_range(chunk)))} of "
@@ -396,7 +401,7 @@ class Reader(Mapping[str, TensorInfo]):
         except ValueError as exc:  # a valid shape NumPy cannot represent
             raise LimitExceededError(f"shape {list(box[1])} cannot be held by NumPy: {exc}",
                                      path=self.path, key=info.key) from None
-        for piece in self._pieces_meeting(info, box):
+        for piece in self._slices_meeting(info, box):
             common = intersect(box, (piece.start, piece.extent))
             if common is None:
                 continue
@@ -406,22 +411,22 @@ class Reader(Mapping[str, TensorInfo]):
             out[target] = self._block_region(info, piece.block, piece.extent, local)
         return out
 
-    def _pieces_meeting(self, info: TensorInfo, box: Box) -> list[Piece]:
+    def _slices_meeting(self, info: TensorInfo, box: Box) -> list[Slice]:
         """The slices of ``info`` that share an element with ``box``, found by one
         vectorized test over all its slices (a tensor stored in many tiles)."""
-        if len(info.pieces) < 8:
-            return list(info.pieces)
-        bounds = self._piece_bounds.get(info.key)
+        if len(info.slices) < 8:
+            return list(info.slices)
+        bounds = self._slice_bounds.get(info.key)
         if bounds is None:  # values are below 2^58 in a valid index
-            lo = np.array([p.start for p in info.pieces], dtype=np.int64).reshape(
-                len(info.pieces), len(info.shape))
-            hi = lo + np.array([p.extent for p in info.pieces], dtype=np.int64).reshape(lo.shape)
-            bounds = self._piece_bounds[info.key] = (lo, hi)
+            lo = np.array([p.start for p in info.slices], dtype=np.int64).reshape(
+                len(info.slices), len(info.shape))
+            hi = lo + np.array([p.extent for p in info.slices], dtype=np.int64).reshape(lo.shape)
+            bounds = self._slice_bounds[info.key] = (lo, hi)
         lo, hi = bounds
         start = np.array(box[0], dtype=np.int64)
         stop = start + np.array(box[1], dtype=np.int64)
         meets = ((lo < stop) & (start < hi)).all(axis=1)
-        return [info.pieces[i] for i in np.flatnonzero(meets).tolist()]
+        return [info.slices[i] for i in np.flatnonzero(meets).tolist()]
 
     def _materialize(self, info: TensorInfo, raw: np.ndarray, shape: tuple[int, ...],
                      window: tuple[slice, ...] = ()) -> np.ndarray:

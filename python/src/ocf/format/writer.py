@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Literal
 
 import numpy as np
 
@@ -39,7 +38,7 @@ from ocf.format.container import (
 )
 from ocf.format.errors import InvalidError, LimitExceededError
 from ocf.format.index.encoding import fill_tables
-from ocf.format.index.model import Block, Piece
+from ocf.format.index.model import Block, Slice
 from ocf.format.limits import (
     MAX_CHUNK_SIZE,
     MAX_ELEMENTS,
@@ -53,11 +52,9 @@ from ocf.format.metadata import encode_map
 from ocf.format.object_graph import Node, decode_graph, encode_graph
 from ocf.format.raw import to_raw
 from ocf.format.slicing import boxes_disjoint, boxes_tile
-from ocf.format.storage.backend import Output, backend_of
+from ocf.format.storage.backend import Layout, Output, backend_of
 from ocf.format.storage.location import Location, StorageOptions, locate
 from ocf.v1 import index_pb2
-
-Layout = Literal["file", "directory"]
 
 DEFAULT_CHUNK_SIZE = 1 << 20
 DEFAULT_MAX_SHARD_SIZE = 4 << 30
@@ -71,10 +68,10 @@ class _Tensor:
     """A written tensor: a future row of the tensor table (an encoding.TensorRow)."""
 
     key: str
-    dtype: dtypes.DTypeInfo
+    dtype: dtypes.Dtype
     shape: tuple[int, ...]
     block: Block | None = None  # stored whole
-    pieces: list[Piece] = field(default_factory=list)  # stored in slices
+    slices: list[Slice] = field(default_factory=list)  # stored in slices
 
 
 class Writer:
@@ -186,7 +183,7 @@ class Writer:
         if tensor is None:
             self._claim_key(key)
             tensor = self._tensors[key] = _Tensor(key, dtype, shape)
-        tensor.pieces.append(Piece(start, array.shape, self._store(raw, dtype)))
+        tensor.slices.append(Slice(start, array.shape, self._store(raw, dtype)))
 
     def set_object_graph(self, nodes: Sequence[Node]) -> None:
         """Make this an object-based checkpoint with the object graph ``nodes``.
@@ -274,7 +271,7 @@ class Writer:
         if key in self._tensors:
             raise InvalidError("key written twice", key=key, requirement="R-TENSOR-001")
 
-    def _store(self, raw: memoryview, dtype: dtypes.DTypeInfo) -> Block:
+    def _store(self, raw: memoryview, dtype: dtypes.Dtype) -> Block:
         """Write ``raw`` as the next block."""
         size = len(raw)
         output = self._output_for(size)
@@ -364,7 +361,7 @@ class Writer:
         fill_tables(self._index, self._tensors.values())
 
     def _check_tiling(self, tensor: _Tensor) -> None:
-        boxes = [(piece.start, piece.extent) for piece in tensor.pieces]
+        boxes = [(piece.start, piece.extent) for piece in tensor.slices]
         if not self.slices_must_tile:
             if not boxes_disjoint(boxes):
                 raise InvalidError("slices of this tensor overlap", key=tensor.key,

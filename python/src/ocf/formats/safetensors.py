@@ -75,7 +75,7 @@ class Entry:
     """One tensor of a safetensors header."""
 
     name: str
-    dtype: dtypes.DTypeInfo
+    dtype: dtypes.Dtype
     shape: tuple[int, ...]
     begin: int  # offsets into the data buffer
     end: int

@@ -174,10 +174,10 @@ def _write_tensor(reader: Reader, key: str, tf_key: str, code: int | None,
     """Add OCF tensor ``key`` to ``bundle`` under ``tf_key``, as TensorFlow dtype ``code``
     when one is recorded, slice by slice when it is stored in slices."""
     info = reader[key]
-    if not info.pieces:
+    if not info.slices:
         bundle.add(tf_key, _tf_array(reader.read_tensor(key), code, key), tf_dtype=code)
         return
-    for piece in info.pieces:
+    for piece in info.slices:
         region = tuple(slice(s, s + n) for s, n in zip(piece.start, piece.extent))
         bundle.add_slice(tf_key, info.shape, piece.start,
                          _tf_array(reader.get_slice(key, region), code, key), tf_dtype=code)

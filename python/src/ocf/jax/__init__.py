@@ -23,18 +23,18 @@ In an :class:`ocf.Checkpoint`, next to other objects::
 
 Optimizer moments become slot variables of their parameters
 (:mod:`ocf.jax.slots`); checkpoints of other frameworks restore through a
-:class:`~ocf.jax.layouts.Layout` (:data:`~ocf.jax.layouts.TORCH_TO_FLAX`),
+:class:`~ocf.jax.translations.Translation` (:data:`~ocf.jax.translations.TORCH_TO_FLAX`),
 and trees save through one for other frameworks::
 
-    ocf.jax.save("ckpt.ocf", params, layout=ocf.jax.FLAX_TO_TORCH)
+    ocf.jax.save("ckpt.ocf", params, translation=ocf.jax.FLAX_TO_TORCH)
     ocf.restore(torch_model, "ckpt.ocf").assert_consumed()
 """
 
 from __future__ import annotations
 
 from ocf.jax.files import load_file, save_file
-from ocf.jax.layouts import FLAX_TO_TORCH, TORCH_TO_FLAX, Layout
+from ocf.jax.translations import FLAX_TO_TORCH, TORCH_TO_FLAX, Translation
 from ocf.jax.trees import TreeState, restore, save
 
-__all__ = ["FLAX_TO_TORCH", "TORCH_TO_FLAX", "Layout", "TreeState", "load_file", "restore", "save",
-           "save_file"]
+__all__ = ["FLAX_TO_TORCH", "TORCH_TO_FLAX", "Translation", "TreeState", "load_file", "restore",
+           "save", "save_file"]

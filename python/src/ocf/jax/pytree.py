@@ -40,7 +40,7 @@ from ocf.objects.tracking import VALUE, escape_name
 
 _SCALARS = (bool, int, float, str)
 ARRAY_TYPES = (jax.Array, np.ndarray, np.generic, jax.ShapeDtypeStruct)
-# A stored value's transformation before it is checked against a leaf (layouts).
+# A stored value's transformation before it is checked against a leaf (translations).
 Transform = Callable[[np.ndarray], np.ndarray]
 
 
@@ -110,7 +110,7 @@ class Leaf:
 
 
 class Receiver(Protocol):
-    """Anything a restored tensor can be handed to: a Leaf, or a layout's router."""
+    """Anything a restored tensor can be handed to: a Leaf, or a translation's router."""
 
     def ocf_restore_tensors(self, values: Mapping[str, np.ndarray]) -> None: ...
 
@@ -144,7 +144,7 @@ class Container:
         self.scalars: dict[str, Scalar | None] = {}  # None for a None leaf
         self.slots: list[tuple[Leaf, str, Leaf]] = []
         # (id(variable), slot name) -> what takes a restored slot: the slot's leaf,
-        # or what a layout routes a slot saved under another name to
+        # or what a translation routes a slot saved under another name to
         self.slot_targets: dict[tuple[int, str], Receiver] = {}
 
     @property

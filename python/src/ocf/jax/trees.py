@@ -14,55 +14,58 @@ from typing import Any
 
 import numpy as np
 
+from ocf.format.async_save import SaveHandle
 from ocf.format.errors import InvalidError
 from ocf.format.metadata import MetadataValue
 from ocf.format.object_graph import ObjectGraph
+from ocf.format.storage.backend import Layout
+from ocf.format.storage.location import StorageOptions
 from ocf.jax import slots
-from ocf.jax.layouts import Layout
 from ocf.jax.pytree import Container, Leaf, TreeView
+from ocf.jax.translations import Translation
 from ocf.objects.restoring import NameMap
 from ocf.objects.restoring import restore as restore_objects
-from ocf.objects.saving import write
+from ocf.objects.saving import save_root
 from ocf.objects.sources import open_source
 from ocf.objects.tracking import VALUE
 
 
-def view_of(tree: Any, *, file: str | None = None, layout: Layout | None = None,
+def view_of(tree: Any, *, file: str | None = None, translation: Translation | None = None,
             saving: bool = False) -> TreeView:
-    """The proxies of ``tree``, optimizer moments linked as slots, a layout applied
+    """The proxies of ``tree``, optimizer moments linked as slots, a translation applied
     for a restore from ``file`` or, when ``saving``, for a save."""
     view = TreeView(tree, file=file)
-    if layout is not None:
-        layout.apply(view.root, saving=saving)
+    if translation is not None:
+        translation.apply(view.root, saving=saving)
     slots.link(view.root)
-    if layout is not None and not saving:
-        layout.route_slots(view.root)
+    if translation is not None and not saving:
+        translation.route_slots(view.root)
     return view
 
 
-def save(path: str | os.PathLike[str], tree: Any, *,
-         metadata: Mapping[str, object] | None = None, layout: Layout | str | None = None,
-         **options: object) -> str:
-    """Write ``tree`` as an object-based checkpoint at ``path``; return the path.
+def save(path: str | os.PathLike[str], state: Any,
+         metadata: Mapping[str, object] | None = None, *,
+         translation: Translation | None = None, layout: Layout = "file",
+         compression: str | None = None, blocking: bool = True,
+         storage_options: StorageOptions | None = None,
+         **options: object) -> str | SaveHandle:
+    """Write the pytree ``state`` as an object-based checkpoint at ``path``; return the path.
 
-    ``metadata`` is the checkpoint's own metadata. ``layout`` is either a
-    :class:`~ocf.jax.layouts.Layout`, to write the tree in another
-    framework's names and array layouts (``layout=ocf.jax.FLAX_TO_TORCH``
-    for a checkpoint that restores into the PyTorch model), or the storage
-    layout of :class:`ocf.Writer` (``"file"``, ``"directory"``); ``options``
-    go to :class:`ocf.Writer` (compression, ...).
+    ``translation`` writes the tree in another framework's names and array
+    layouts (``translation=ocf.jax.FLAX_TO_TORCH`` for a checkpoint that
+    restores into the PyTorch model). The other options are those of
+    :func:`ocf.numpy.save`.
     """
-    if isinstance(layout, Layout):
-        return write(view_of(tree, layout=layout, saving=True).root, path, metadata=metadata,
-                     **options)
-    if layout is not None:
-        options["layout"] = layout
-    return write(view_of(tree).root, path, metadata=metadata, **options)
+    root = view_of(state, translation=translation, saving=translation is not None).root
+    return save_root(root, path, metadata=metadata, blocking=blocking,
+                     options={"layout": layout, "compression": compression,
+                              "storage_options": storage_options, **options})
 
 
 def restore(path: str | os.PathLike[str], target: Any, *, start: str = "",
-            partial: bool = False, layout: Layout | None = None,
-            name_map: NameMap | None = None, verify: bool = True) -> Any:
+            partial: bool = False, translation: Translation | None = None,
+            name_map: NameMap | None = None, verify: bool = True,
+            storage_options: StorageOptions | None = None) -> Any:
     """A new tree shaped like ``target`` with the values of the checkpoint at ``path``.
 
     ``target`` gives the structure and every leaf's shape and dtype; its
@@ -71,9 +74,10 @@ def restore(path: str | os.PathLike[str], target: Any, *, start: str = "",
     was saved as ``ocf.Checkpoint(state=TreeState(tree))``). Unless
     ``partial``, every leaf of the target must receive a value and every
     tensor of the checkpoint below ``start`` must find a leaf; with
-    ``partial``, concrete leaves without a value keep theirs. ``layout``
-    maps a checkpoint written with other names or array layouts (see
-    :mod:`ocf.jax.layouts`). Errors name the paths that did not match.
+    ``partial``, concrete leaves without a value keep theirs.
+    ``translation`` maps a checkpoint written with other names or array
+    layouts (see :mod:`ocf.jax.translations`). Errors name the paths that
+    did not match.
 
     A checkpoint without object graph (``save_file``, a converted
     safetensors file) is read by name: each leaf takes the tensor whose key
@@ -82,18 +86,19 @@ def restore(path: str | os.PathLike[str], target: Any, *, start: str = "",
     function of that key).
     """
     file = os.fspath(path)
-    view = view_of(target, file=file, layout=layout)
-    graph = _object_graph(file)
+    view = view_of(target, file=file, translation=translation)
+    graph = _object_graph(file, storage_options)
     if graph is None:
         status = restore_objects(view.root, file, name_map=_leaf_keys(start, name_map),
-                                 verify=verify)
+                                 verify=verify, storage_options=storage_options)
         unmatched = status.unmatched_checkpoint_paths()  # tensor keys
     else:
         if name_map is not None:
             raise InvalidError("name_map applies to checkpoints without object graph; this "
-                               "one is matched by structure (use start= and layout=)",
+                               "one is matched by structure (use start= and translation=)",
                                path=file)
-        status = restore_objects(view.root, file, start=start, verify=verify)
+        status = restore_objects(view.root, file, start=start, verify=verify,
+                                 storage_options=storage_options)
         unmatched = _holding_tensors(graph, status.unmatched_checkpoint_paths())
     if not partial:
         _fail_if("leaves of the target received no value", view.unrestored(), path)
@@ -109,8 +114,9 @@ def _fail_if(what: str, paths: list[str], path: str | os.PathLike[str]) -> None:
                            "accepts this)", path=path)
 
 
-def _object_graph(path: str) -> ObjectGraph | None:
-    source = open_source(path, verify=False)  # the index only: no tensor is read
+def _object_graph(path: str, storage_options: StorageOptions | None) -> ObjectGraph | None:
+    # The index only: no tensor is read.
+    source = open_source(path, verify=False, storage_options=storage_options)
     try:
         return source.object_graph
     finally:

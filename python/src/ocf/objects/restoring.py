@@ -44,8 +44,10 @@ from ocf.objects.tracking import Tracked, defer, is_trackable, track
 NameMap = Mapping[str, str] | Callable[[str], str]
 
 
-class RestoreMismatchError(AssertionError):
-    """A restore status assertion failed; the message lists the unmatched paths."""
+class RestoreMismatchError(InvalidError, AssertionError):
+    """A restore status assertion failed; the message names the file and lists the
+    unmatched paths. An ``ocf.OCFError`` (INVALID), and an AssertionError as the
+    assertions of TensorFlow's restore status raise."""
 
 
 class _Opener:
@@ -165,11 +167,27 @@ class _Session:
 class RestoreStatus:
     """What a restore matched; assertions raise RestoreMismatchError naming paths."""
 
-    def __init__(self, root: object, session: _Session | None, by_name: _ByName | None = None
-                 ) -> None:
+    def __init__(self, root: object, path: str, session: _Session | None,
+                 by_name: _ByName | None = None) -> None:
         self._root = root
+        self.path = path
         self._session = session
         self._by_name = by_name
+
+    def __repr__(self) -> str:
+        unmatched_objects = len(self.unmatched_object_paths())
+        unmatched_values = len(self.unmatched_checkpoint_paths())
+        how = "by name" if self._by_name is not None else "by structure"
+        return (f"<RestoreStatus of {self.path!r} ({how}): {self.matched_count()} matched, "
+                f"{unmatched_objects} objects without value, {unmatched_values} checkpoint "
+                "values unmatched or waiting for their objects>")
+
+    def matched_count(self) -> int:
+        """Checkpoint objects (or, by name, tensor keys) that found their live object."""
+        if self._by_name is not None:
+            return len(self._by_name.used)
+        assert self._session is not None
+        return len(self._session.matched) + len(self._session.slots_done)
 
     def unmatched_checkpoint_paths(self) -> list[str]:
         """Checkpoint objects (or, by name, tensor keys) that found no live object."""
@@ -203,12 +221,11 @@ class RestoreStatus:
         """Declare a partial restore intended; nothing is reported either way."""
         return self
 
-    @staticmethod
-    def _fail_if(what: str, paths: list[str]) -> None:
+    def _fail_if(self, what: str, paths: list[str]) -> None:
         if paths:
             shown = ", ".join(repr(p) for p in paths[:20])
             more = f" and {len(paths) - 20} more" if len(paths) > 20 else ""
-            raise RestoreMismatchError(f"{len(paths)} {what}: {shown}{more}")
+            raise RestoreMismatchError(f"{len(paths)} {what}: {shown}{more}", path=self.path)
 
 
 @dataclass
@@ -259,7 +276,7 @@ def restore(root: object, path: str, *, start: str = "", name_map: NameMap | Non
                                storage_options=storage_options)
     session = _Session(_Opener(reader, reopen), graph, _reachable(graph, begin))
     session.match(begin, root)  # closes the reader, also on errors
-    return RestoreStatus(root, session)
+    return RestoreStatus(root, path, session)
 
 
 def _reachable(graph: ObjectGraph, begin: int) -> set[int]:
@@ -290,7 +307,7 @@ def _restore_by_name(root: object, reader: Source, name_map: NameMap | None) -> 
                 track(obj).restore_tensors(values)
     finally:
         reader.close()
-    return RestoreStatus(root, None, by_name)
+    return RestoreStatus(root, reader.path, None, by_name)
 
 
 def _restored_slot_objects(objects: list[object], matched: set[int]) -> set[int]:

@@ -20,8 +20,9 @@ from collections.abc import Mapping
 import numpy as np
 
 from ocf.format.errors import InvalidError
+from ocf.format.flat import write_arrays
+from ocf.format.storage.backend import Layout
 from ocf.format.storage.location import StorageOptions
-from ocf.numpy import save_file
 from ocf.objects.sources import open_source
 
 
@@ -39,16 +40,24 @@ class Saver:
         self,
         path: str | os.PathLike[str],
         global_step: int | None = None,
+        *,
+        metadata: Mapping[str, object] | None = None,
+        layout: Layout = "file",
+        compression: str | None = None,
+        blocking: bool = True,
+        storage_options: StorageOptions | None = None,
         **options: object,
     ) -> str:
         """Write every array under its name; returns the path written.
 
         With ``global_step`` the path gets the suffix ``-<step>``, as
-        TensorFlow's Saver numbers its checkpoints. ``options`` go to
+        TensorFlow's Saver numbers its checkpoints. The options are those of
         :func:`ocf.numpy.save_file`.
         """
         target = os.fspath(path) + ("" if global_step is None else f"-{int(global_step)}")
-        save_file(self.var_list, target, **options)  # type: ignore[call-overload]
+        write_arrays(self.var_list, target, metadata=metadata, layout=layout,
+                     compression=compression, blocking=blocking,
+                     storage_options=storage_options, options=options)
         return target
 
     def restore(self, path: str | os.PathLike[str], *, verify: bool = True,

@@ -19,6 +19,7 @@ import numpy as np
 
 from ocf.format.async_save import SaveHandle, Snapshot, frozen_metadata, submit, wait_for_pending
 from ocf.format.errors import InvalidError, OCFError
+from ocf.format.flat import check_writer_options
 from ocf.format.object_graph import Node, SlotRef, attribute_key, canonical_paths, check_name
 from ocf.format.writer import Writer
 from ocf.objects.tracking import Tracked, is_trackable, track
@@ -136,6 +137,17 @@ def write_async(root: object, path: str | os.PathLike[str], *,
         return write_graph(graph.nodes, snapshot, path, frozen, options)
 
     return submit(graph.tensors, job, os.fspath(path))
+
+
+def save_root(root: object, path: str | os.PathLike[str], *,
+              metadata: Mapping[str, object] | None, blocking: bool,
+              options: Mapping[str, object]) -> str | SaveHandle:
+    """:func:`write` or, unless ``blocking``, :func:`write_async`; a Writer option
+    that does not exist is a TypeError at the call, not in the background."""
+    check_writer_options(options)
+    if not blocking:
+        return write_async(root, path, metadata=metadata, **options)
+    return write(root, path, metadata=metadata, **options)
 
 
 def write_graph(nodes: list[Node], tensors: Mapping[str, np.ndarray],

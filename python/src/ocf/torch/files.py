@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal, overload
 
+from ocf.format.async_save import SaveHandle
 from ocf.format.errors import InvalidError, NotFoundError
+from ocf.format.flat import Converted, write_arrays
 from ocf.format.reader import Reader
-from ocf.format.writer import Layout, Writer
+from ocf.format.storage.backend import Layout
+from ocf.format.storage.location import StorageOptions
 from ocf.torch._framework import torch
 from ocf.torch.mapped import MappedTensors
 from ocf.torch.tensors import is_uninitialized, to_numpy
@@ -25,39 +29,63 @@ from ocf.torch.tensors import is_uninitialized, to_numpy
 Device = str | torch.device | Callable[[str, torch.Tensor], torch.Tensor]
 
 
+@overload
 def save_file(tensors: Mapping[str, torch.Tensor], path: str | os.PathLike[str],
               metadata: Mapping[str, object] | None = None, *, layout: Layout = "file",
-              compression: str | None = None, **options: object) -> None:
+              compression: str | None = None, blocking: Literal[True] = True,
+              storage_options: StorageOptions | None = None, **options: object) -> None: ...
+
+
+@overload
+def save_file(tensors: Mapping[str, torch.Tensor], path: str | os.PathLike[str],
+              metadata: Mapping[str, object] | None = None, *, layout: Layout = "file",
+              compression: str | None = None, blocking: Literal[False],
+              storage_options: StorageOptions | None = None,
+              **options: object) -> SaveHandle: ...
+
+
+def save_file(tensors: Mapping[str, torch.Tensor], path: str | os.PathLike[str],
+              metadata: Mapping[str, object] | None = None, *, layout: Layout = "file",
+              compression: str | None = None, blocking: bool = True,
+              storage_options: StorageOptions | None = None,
+              **options: object) -> SaveHandle | None:
     """Write ``tensors`` (key -> tensor) as one checkpoint at ``path``, atomically.
 
-    CPU tensors are written from their own memory; tensors on other devices
-    are copied to the CPU one at a time. A tensor held under two keys (tied
-    weights) is stored twice. ``options`` go to :class:`ocf.Writer`.
+    The options are those of :func:`ocf.numpy.save_file`. CPU tensors are
+    written from their own memory; tensors on other devices are copied to
+    the CPU one at a time. A tensor held under two keys (tied weights) is
+    stored twice.
     """
-    with Writer(path, layout=layout, compression=compression, metadata=metadata,
-                **options) as writer:  # type: ignore[arg-type]
-        for key, tensor in tensors.items():
-            if not isinstance(tensor, torch.Tensor):
-                raise InvalidError(f"expected a torch.Tensor, got {type(tensor).__name__}",
-                                   key=key)
-            writer.write(key, to_numpy(tensor, key))
+    return write_arrays(Converted(tensors, _checked_numpy), path, metadata=metadata,
+                        layout=layout, compression=compression, blocking=blocking,
+                        storage_options=storage_options, options=options)
+
+
+def _checked_numpy(tensor: Any, key: str) -> Any:
+    if not isinstance(tensor, torch.Tensor):
+        raise InvalidError(f"expected a torch.Tensor, got {type(tensor).__name__}", key=key)
+    return to_numpy(tensor, key)
 
 
 def load_file(path: str | os.PathLike[str], keys: Iterable[str] | None = None, *,
-              device: Device = "cpu", verify: bool = True) -> dict[str, torch.Tensor]:
+              device: Device = "cpu", dtype: torch.dtype | None = None, verify: bool = True,
+              storage_options: StorageOptions | None = None) -> dict[str, torch.Tensor]:
     """Read the tensors of ``path`` (all, or ``keys``) as torch tensors on ``device``.
 
-    On the CPU, uncompressed tensors share memory with a private mapping of
-    the file: nothing is copied, and in-place writes stay in this process.
-    Compressed and sliced tensors are read into new memory. Every chunk is
-    checksummed unless ``verify`` is False.
+    On the CPU, uncompressed tensors of a local file share memory with a
+    private mapping of the file: nothing is copied, and in-place writes stay
+    in this process. Compressed and sliced tensors, and those of an object
+    store, are read into new memory. Values keep their stored dtype unless
+    ``dtype`` casts them all. Every chunk is checksummed unless ``verify``
+    is False.
     """
-    with Reader(path, verify=verify) as reader:
+    with Reader(path, verify=verify, storage_options=storage_options) as reader:
         wanted = list(reader) if keys is None else list(keys)
         for key in wanted:
             reader[key]  # NotFoundError naming the key, before anything is read
         mapped = MappedTensors(reader)
-        return {key: place(mapped.tensor(key), key, device) for key in wanted}
+        loaded = {key: place(mapped.tensor(key), key, device) for key in wanted}
+    return loaded if dtype is None else {key: t.to(dtype) for key, t in loaded.items()}
 
 
 def place(tensor: torch.Tensor, key: str, device: Device) -> torch.Tensor:
@@ -75,7 +103,7 @@ def place(tensor: torch.Tensor, key: str, device: Device) -> torch.Tensor:
 def save_model(model: torch.nn.Module, path: str | os.PathLike[str], *,
                metadata: Mapping[str, object] | None = None, **options: object) -> None:
     """Save ``model.state_dict()`` as a flat (name-based) checkpoint."""
-    save_file(model.state_dict(), path, metadata=metadata, **options)  # type: ignore[arg-type]
+    save_file(model.state_dict(), path, metadata, **options)  # type: ignore[call-overload]
 
 
 def load_model(model: torch.nn.Module, path: str | os.PathLike[str], *, strict: bool = True,

@@ -41,8 +41,8 @@ class MappedTensors:
         info = self.reader[key]
         dtype = torch_dtype(info.dtype, key)
         block = info.block
-        if block is None or block.compression is not Codec.NONE or \
-                block.raw_length == 0 or block.offset % dtype.itemsize:
+        if block is None or block.compression is not Codec.NONE or not self.reader.mappable \
+                or block.raw_length == 0 or block.offset % dtype.itemsize:
             return from_numpy(self.reader.read_tensor(key), key)
         storage = self._storage(block)
         if self.reader.verify:

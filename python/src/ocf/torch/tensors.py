@@ -51,7 +51,7 @@ _NUMPY_CARRIERS: dict[np.dtype[np.generic], torch.dtype] = {
 }
 
 
-def ocf_dtype(dtype: torch.dtype, key: str | None = None) -> dtypes.DTypeInfo:
+def ocf_dtype(dtype: torch.dtype, key: str | None = None) -> dtypes.Dtype:
     """The OCF dtype row storing ``dtype``; InvalidError naming both when there is none."""
     name = TORCH_TO_OCF.get(dtype)
     if name is None:
@@ -61,7 +61,7 @@ def ocf_dtype(dtype: torch.dtype, key: str | None = None) -> dtypes.DTypeInfo:
     return dtypes.BY_NAME[name]
 
 
-def torch_dtype(dtype: dtypes.DTypeInfo, key: str | None = None) -> torch.dtype:
+def torch_dtype(dtype: dtypes.Dtype, key: str | None = None) -> torch.dtype:
     """The torch dtype of a stored OCF dtype; byte strings have none."""
     found = OCF_TO_TORCH.get(dtype.name)
     if found is None:

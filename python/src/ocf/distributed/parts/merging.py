@@ -23,9 +23,9 @@ from ocf.format.checksum import crc32c
 from ocf.format.commit import is_shard_file_name, leftover_names
 from ocf.format.container import INDEX_FILE_NAME, PREAMBLE, PREAMBLE_SIZE, Footer, read_index_bytes
 from ocf.format.errors import InvalidError, LimitExceededError, NotFoundError
-from ocf.format.index.decoding import PART_FEATURE, IndexModel, decode_index
+from ocf.format.index.decoding import PART_FEATURE, Index, decode_index
 from ocf.format.index.encoding import fill_tables
-from ocf.format.index.model import Block, Piece, TensorInfo
+from ocf.format.index.model import Block, Slice, TensorInfo
 from ocf.format.limits import MAX_INDEX_BYTES, MAX_SLICES_PER_TENSOR
 from ocf.format.object_graph import decode_graph
 from ocf.format.slicing import Box, boxes_disjoint, boxes_tile
@@ -40,7 +40,7 @@ class _Part:
 
     number: int
     path: Location
-    model: IndexModel
+    model: Index
     message: index_pb2.Index
 
 
@@ -50,11 +50,11 @@ class _Entry:
 
     info: TensorInfo
     whole_in: int | None  # the part that stores it whole
-    pieces: list[tuple[int, Box, Block]] = field(default_factory=list)  # (part, box, block)
+    slices: list[tuple[int, Box, Block]] = field(default_factory=list)  # (part, box, block)
 
     @property
     def parts(self) -> list[int]:
-        return sorted({p for p, _, _ in self.pieces})
+        return sorted({p for p, _, _ in self.slices})
 
 
 def merge_parts(path: str | os.PathLike[str], *, save_id: str, parts: int,
@@ -154,7 +154,7 @@ def _merged_index(parts: list[_Part], directory: Location) -> index_pb2.Index:
     bases = _shards(parts, index, directory)
     entries = _entries(parts)
     for key, entry in entries.items():
-        _check_pieces(key, entry, directory)
+        _check_slices(key, entry, directory)
     fill_tables(index, _rows(entries, bases))
     first = parts[0].message
     for key in sorted(first.metadata):
@@ -202,15 +202,15 @@ def _entries(parts: list[_Part]) -> dict[str, _Entry]:
                                    f"shape {list(info.shape)}, part {first_part.number} "
                                    f"{first.dtype.name} and {list(first.shape)}",
                                    path=part.path, key=key, requirement="R-PART-005")
-            entry.pieces += [(part.number, (p.start, p.extent), p.block) for p in info.pieces]
+            entry.slices += [(part.number, (p.start, p.extent), p.block) for p in info.slices]
     return entries
 
 
-def _check_pieces(key: str, entry: _Entry, directory: Location) -> None:
+def _check_slices(key: str, entry: _Entry, directory: Location) -> None:
     """The slices of all parts are few enough, disjoint, and tile the shape."""
     if entry.whole_in is not None:
         return
-    boxes = [box for _, box, _ in entry.pieces]
+    boxes = [box for _, box, _ in entry.slices]
     if len(boxes) > MAX_SLICES_PER_TENSOR:
         raise LimitExceededError(f"parts {entry.parts} hold {len(boxes)} slices, above the "
                                  f"limit of {MAX_SLICES_PER_TENSOR}", path=directory, key=key,
@@ -236,8 +236,8 @@ def _rows(entries: dict[str, _Entry], bases: list[int]) -> Iterator[TensorInfo]:
                              _rebased(info.block, bases[entry.whole_in]), ())
             continue
         yield TensorInfo(key, info.dtype, info.shape, None, tuple(
-            Piece(start, extent, _rebased(block, bases[part]))
-            for part, (start, extent), block in entry.pieces))
+            Slice(start, extent, _rebased(block, bases[part]))
+            for part, (start, extent), block in entry.slices))
 
 
 def _rebased(block: Block, base: int) -> Block:

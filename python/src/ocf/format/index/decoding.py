@@ -1,7 +1,7 @@
 """Decoding and validating a checkpoint index (spec/format.md).
 
 :func:`decode_index` turns the index bytes of an index file into an
-:class:`IndexModel`. Every rule the spec puts on the index alone is checked
+:class:`Index`. Every rule the spec puts on the index alone is checked
 before any tensor byte is read: the protobuf parses, required features are
 known, shard names are safe file names, and the tensor and block tables
 are consistent (:mod:`ocf.format.index.tables`). Checks that need the file system
@@ -22,7 +22,7 @@ from ocf.format.errors import (
     MalformedError,
     UnknownRequiredFeatureError,
 )
-from ocf.format.index.model import ShardInfo
+from ocf.format.index.model import Shard
 from ocf.format.index.tables import Tables
 from ocf.format.limits import MAX_FILE_OFFSET, MAX_SHARDS
 from ocf.format.metadata import MetadataValue, decode_map
@@ -43,12 +43,12 @@ _DEVICE_NAMES = frozenset(
 
 
 @dataclass(frozen=True)
-class IndexModel:
+class Index:
     """A decoded, validated index."""
 
     required_features: tuple[str, ...]
     writer: str
-    shards: tuple[ShardInfo, ...]
+    shards: tuple[Shard, ...]
     tensors: Tables
     metadata: dict[str, MetadataValue]
     # The stored object graph, checked only when read (ocf.format.object_graph); None for a
@@ -59,7 +59,7 @@ class IndexModel:
 
 
 def decode_index(data: bytes, path: str, index_offset: int, *, part: bool = False
-                 ) -> IndexModel:
+                 ) -> Index:
     """Parse and validate the index bytes of the index file at ``path``.
 
     ``part`` decodes a part index (spec/parts.md) for a merge: the feature
@@ -90,13 +90,13 @@ def decode_index(data: bytes, path: str, index_offset: int, *, part: bool = Fals
     except LimitExceededError as exc:
         raise LimitExceededError(exc.detail, path=path, requirement=exc.requirement) from None
     graph = message.object_graph if message.HasField("object_graph") else None
-    return IndexModel(tuple(message.header.required_features), message.header.writer, shards,
+    return Index(tuple(message.header.required_features), message.header.writer, shards,
                       tensors, metadata, graph,
                       message.part if part and message.HasField("part") else None)
 
 
 def check_shards(shards: list[index_pb2.Shard], path: str, index_offset: int
-                 ) -> tuple[ShardInfo, ...]:
+                 ) -> tuple[Shard, ...]:
     """Check the shard list on the index alone, without touching the file system."""
     if len(shards) > MAX_SHARDS:
         raise LimitExceededError(f"{len(shards)} shards, above the limit of {MAX_SHARDS}",
@@ -110,7 +110,7 @@ def check_shards(shards: list[index_pb2.Shard], path: str, index_offset: int
                                requirement="R-SHARD-003")
         seen.add(name)
         if name == "":
-            result.append(ShardInfo("", 0, index_offset))
+            result.append(Shard("", 0, index_offset))
             continue
         if not SHARD_NAME.fullmatch(name) or name == INDEX_FILE_NAME:
             raise InvalidError(f"shard path {name!r} is not a plain file name of [A-Za-z0-9._-] "
@@ -119,7 +119,7 @@ def check_shards(shards: list[index_pb2.Shard], path: str, index_offset: int
         if not PREAMBLE_SIZE <= shard.length <= MAX_FILE_OFFSET:
             raise InvalidError(f"shard {name!r} length {shard.length} is outside [64, 2^63)",
                                path=path, requirement="R-SHARD-002")
-        result.append(ShardInfo(name, shard.length, shard.length))
+        result.append(Shard(name, shard.length, shard.length))
     _check_portable([s.path for s in result if s.path], path)
     return tuple(result)
 

@@ -4,7 +4,7 @@ The one encoder of the tensor table and the block table (spec/format.md,
 "The index"), used by the writer for the tensors it stored and by the merge
 of parts for the tensors the parts stored (spec/parts.md). Both describe
 their tensors with the types the decoder produces (:class:`TensorInfo`,
-:class:`Block`, :class:`Piece`), so what is encoded is what a reader gets
+:class:`Block`, :class:`Slice`), so what is encoded is what a reader gets
 back. Nothing is checked here: callers encode only what they checked.
 """
 
@@ -15,18 +15,18 @@ from itertools import pairwise
 from typing import Protocol
 
 from ocf.format import dtypes
-from ocf.format.index.model import Block, Piece
+from ocf.format.index.model import Block, Slice
 from ocf.v1 import index_pb2
 
 
 class TensorRow(Protocol):
-    """A tensor to encode: stored whole (``block``) or in slices (``pieces``)."""
+    """A tensor to encode: stored whole (``block``) or in slices (``slices``)."""
 
     @property
     def key(self) -> str: ...
 
     @property
-    def dtype(self) -> dtypes.DTypeInfo: ...
+    def dtype(self) -> dtypes.Dtype: ...
 
     @property
     def shape(self) -> tuple[int, ...]: ...
@@ -35,7 +35,7 @@ class TensorRow(Protocol):
     def block(self) -> Block | None: ...
 
     @property
-    def pieces(self) -> Sequence[Piece]: ...
+    def slices(self) -> Sequence[Slice]: ...
 
 
 def fill_tables(index: index_pb2.Index, tensors: Iterable[TensorRow]) -> None:
@@ -53,11 +53,11 @@ def fill_tables(index: index_pb2.Index, tensors: Iterable[TensorRow]) -> None:
         dtype_codes.append(tensor.dtype.code)
         ranks.append(len(tensor.shape))
         dims.extend(tensor.shape)
-        slice_counts.append(len(tensor.pieces))
+        slice_counts.append(len(tensor.slices))
         if tensor.block is not None:
             blocks.append(tensor.block)
             continue
-        for piece in tensor.pieces:
+        for piece in tensor.slices:
             starts.extend(piece.start)
             extents.extend(piece.extent)
             blocks.append(piece.block)

@@ -51,7 +51,7 @@ class Block:
 
 
 @dataclass(slots=True)
-class Piece:
+class Slice:
     """One slice of a tensor stored in slices: a box and its block."""
 
     start: tuple[int, ...]
@@ -64,14 +64,14 @@ class TensorInfo:
     """One tensor: key, dtype, shape, and where its bytes are."""
 
     key: str
-    dtype: dtypes.DTypeInfo
+    dtype: dtypes.Dtype
     shape: tuple[int, ...]
     block: Block | None  # set when stored whole
-    pieces: tuple[Piece, ...]  # set when stored in slices
+    slices: tuple[Slice, ...]  # set when stored in slices
 
     @property
     def blocks(self) -> tuple[Block, ...]:
-        return (self.block,) if self.block is not None else tuple(p.block for p in self.pieces)
+        return (self.block,) if self.block is not None else tuple(p.block for p in self.slices)
 
     @property
     def stored_length(self) -> int:
@@ -85,7 +85,7 @@ class TensorInfo:
 
 
 @dataclass(frozen=True)
-class ShardInfo:
+class Shard:
     """A validated shard: '' for the index file itself, else a file name."""
 
     path: str

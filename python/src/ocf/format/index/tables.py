@@ -23,7 +23,7 @@ from ocf.format import dtypes
 from ocf.format.codec import Codec
 from ocf.format.container import ALIGNMENT, PREAMBLE_SIZE
 from ocf.format.errors import InvalidError, LimitExceededError
-from ocf.format.index.model import Block, Piece, ShardInfo, TensorInfo
+from ocf.format.index.model import Block, Shard, Slice, TensorInfo
 from ocf.format.limits import (
     MAX_CHUNK_SIZE,
     MAX_CHUNKS_PER_BLOCK,
@@ -59,7 +59,7 @@ class Tables(Mapping[str, TensorInfo]):
     """The checked tables of one index: a mapping from key to TensorInfo."""
 
     def __init__(self, tensors: tensor_pb2.TensorTable, blocks: tensor_pb2.BlockTable,
-                 shards: tuple[ShardInfo, ...], path: str, *, partial: bool = False) -> None:
+                 shards: tuple[Shard, ...], path: str, *, partial: bool = False) -> None:
         self.path = path
         # The tables of a part index (spec/parts.md): a sliced tensor's boxes are
         # disjoint but may leave gaps that other parts fill [R-PART-001].
@@ -248,7 +248,7 @@ class Tables(Mapping[str, TensorInfo]):
                 self._fail(InvalidError, "slices overlap or do not cover the shape exactly",
                            "R-SLICE-002", row)
 
-    def _check_blocks(self, shards: tuple[ShardInfo, ...]) -> None:
+    def _check_blocks(self, shards: tuple[Shard, ...]) -> None:
         self._fail_first((self._shards < 0) | (self._shards >= len(shards)), InvalidError,
                          f"block names a shard that does not exist ({len(shards)} listed)",
                          "R-SHARD-001")
@@ -374,12 +374,12 @@ class Tables(Mapping[str, TensorInfo]):
         if count == 0:
             return TensorInfo(self._keys[row], dtype, shape, self._block(c, first), ())
         rank = len(shape)
-        pieces = []
+        slices = []
         for j in range(first, first + count):
             at = self._box_start[j]
-            pieces.append(Piece(tuple(c.slice_starts[at : at + rank]),
+            slices.append(Slice(tuple(c.slice_starts[at : at + rank]),
                                 tuple(c.slice_extents[at : at + rank]), self._block(c, j)))
-        return TensorInfo(self._keys[row], dtype, shape, None, tuple(pieces))
+        return TensorInfo(self._keys[row], dtype, shape, None, tuple(slices))
 
     def split_small_plain(self, keys: list[str], max_bytes: int
                           ) -> tuple[SmallPlain, list[str]]:

@@ -1,15 +1,15 @@
-"""Mappings between a JAX tree and a checkpoint written in another framework's layout.
+"""Translations between a JAX tree and a checkpoint in another framework's names and array layouts.
 
 Restoring matches edge names, and checks every array's shape and dtype.
 A model written by PyTorch names and lays out its weights differently from
 the same model in Flax: a ``torch.nn.Linear`` keeps ``weight`` of shape
 (out, in), a ``flax.linen.Dense`` keeps ``kernel`` of shape (in, out). A
-:class:`Layout` bridges the two, in both directions:
+:class:`Translation` bridges the two, in both directions:
 
-- restoring (``ocf.jax.restore(path, target, layout=...)``): for every leaf
+- restoring (``ocf.jax.restore(path, target, translation=...)``): for every leaf
   of the target named in its rules, it looks up the checkpoint edge of
   another name and converts the stored array before the check;
-- saving (``ocf.jax.save(path, tree, layout=...)``): every such leaf is
+- saving (``ocf.jax.save(path, tree, translation=...)``): every such leaf is
   written under the other name, converted into the other layout, so the
   checkpoint restores by structure into the other framework's model
   (``ocf.restore(torch_model, path)``).
@@ -18,7 +18,7 @@ Its module names map the tree's other edge names (``Dense_0``) to the
 checkpoint's (``fc1``, or ``0`` for a ``torch.nn.Sequential``), both ways.
 
 :data:`TORCH_TO_FLAX`, the mapping of PyTorch modules to their Flax linen
-and NNX equivalents, and :data:`FLAX_TO_TORCH`, the same layout named for
+and NNX equivalents, and :data:`FLAX_TO_TORCH`, the same translation named for
 saving Flax parameters for PyTorch:
 
 =========================  ==============  ============================================
@@ -100,12 +100,12 @@ def flax_kernel(array: np.ndarray) -> np.ndarray:
 
 Convert = Callable[[np.ndarray], np.ndarray]
 # A leaf rule: (checkpoint edge name, stored array -> tree array), and for
-# saving through the layout, tree array -> stored array as a third item.
+# saving through the translation, tree array -> stored array as a third item.
 LeafRule = tuple[str, Convert] | tuple[str, Convert, Convert]
 
 
 @dataclass(frozen=True)
-class Layout:
+class Translation:
     """Edge renames and array conversions applied to a tree that is saved or restored."""
 
     # tree leaf name -> its rule (LeafRule)
@@ -119,8 +119,8 @@ class Layout:
     # checkpoint's per-variable slot holding the count ("step"), equal for all
     counts: Mapping[str, str] = field(default_factory=dict)
 
-    def rename(self, modules: Mapping[str, str]) -> Layout:
-        """This layout with more module names mapped (``{"Dense_0": "fc1"}``)."""
+    def rename(self, modules: Mapping[str, str]) -> Translation:
+        """This translation with more module names mapped (``{"Dense_0": "fc1"}``)."""
         return replace(self, modules={**self.modules, **modules})
 
     def apply(self, root: Container | Leaf, *, saving: bool = False) -> None:
@@ -133,7 +133,7 @@ class Layout:
                 renamed = {self._edge(name, child, saving): child
                            for name, child in node.children.items()}
                 if len(renamed) != len(node.children):
-                    raise InvalidError(f"{node.path or '(root)'}: the layout maps two edges "
+                    raise InvalidError(f"{node.path or '(root)'}: the translation maps two edges "
                                        f"of {sorted(node.children)} to one name")
                 node.children = renamed
 
@@ -145,7 +145,7 @@ class Layout:
             elif len(rule) == 3:
                 child.to_stored = rule[2]
             else:
-                raise InvalidError(f"{child.path!r}: the layout's rule for {name!r} converts "
+                raise InvalidError(f"{child.path!r}: the translation's rule for {name!r} converts "
                                    "only on restore; give it a third item, the conversion "
                                    "of a tree array to the stored one, to save through it")
             return rule[0]
@@ -153,7 +153,7 @@ class Layout:
 
     def route_slots(self, root: Container | Leaf) -> None:
         """Let the optimizer states under ``root`` take, on restore, slots saved under
-        this layout's slot names, and step counts saved as slots; owned by the state
+        this translation's slot names, and step counts saved as slots; owned by the state
         or by any node above it (a torch optimizer is one node, an optax chain a
         tuple of states). Call after the moments are linked as slots."""
         if not isinstance(root, Container) or not (self.slots or self.counts):
@@ -216,7 +216,7 @@ class _Count:
         self.leaf.ocf_restore_tensors({VALUE: exact_scalar(number, self.leaf)})
 
 
-TORCH_TO_FLAX = Layout(leaves={
+TORCH_TO_FLAX = Translation(leaves={
     "kernel": ("weight", torch_kernel, flax_kernel),
     "bias": ("bias", identity, identity),
     "scale": ("weight", identity, identity),
@@ -224,6 +224,6 @@ TORCH_TO_FLAX = Layout(leaves={
     "mean": ("running_mean", identity, identity),
     "var": ("running_var", identity, identity),
 }, slots={"mu": "exp_avg", "nu": "exp_avg_sq"}, counts={"count": "step"})
-# The same layout, named for its other use: ocf.jax.save(path, params,
-# layout=FLAX_TO_TORCH) writes Flax parameters as PyTorch names and lays them out.
+# The same translation, named for its other use: ocf.jax.save(path, params,
+# translation=FLAX_TO_TORCH) writes Flax parameters as PyTorch names and lays them out.
 FLAX_TO_TORCH = TORCH_TO_FLAX
