@@ -31,9 +31,9 @@ from ocfbytes import (
     field_fixed32,
     field_fixed64,
     field_varint,
-    layout,
-    parse_index,
+    index_of,
     raw_frame,
+    read_layout,
     replace_index,
     unpacked,
     zstd,
@@ -695,7 +695,7 @@ def ignored_bytes(suite: Suite) -> None:
     builder = Builder()
     builder.add("a", "uint8", [5], b"\x01\x02\x03\x04\x05")
     blob = builder.single(pad_index=False)
-    assert layout(blob).index_offset == 69
+    assert read_layout(blob).index_offset == 69
     single(suite, "read.data.index-unaligned", builder, ["R-DATA-004"],
            "The index starts right after the last block, at offset 69, not at a multiple of "
            "64.", blob)
@@ -724,8 +724,8 @@ def ignored_bytes(suite: Suite) -> None:
 
 def fill_gaps(blob: bytes, value: int) -> bytes:
     """``blob`` with every byte of its data region that no block covers set to ``value``."""
-    at = layout(blob)
-    index = parse_index(blob)
+    at = read_layout(blob)
+    index = index_of(blob)
     covered = bytearray(at.index_offset)
     for offset, length in zip(index.blocks.offsets, index.blocks.stored_lengths):
         covered[offset:offset + length] = b"\x01" * length
@@ -834,7 +834,7 @@ def writer_built(suite: Suite) -> None:
 def neutral_writer(blob: bytes) -> bytes:
     """``blob`` with Header.writer replaced, so the cases do not change with the reference
     implementation's version string."""
-    index = parse_index(blob)
+    index = index_of(blob)
     assert index.header.writer.startswith("ocf-python ")
     index.header.writer = "ocf-python (reference writer, conformance/generate)"
     return replace_index(blob, index)

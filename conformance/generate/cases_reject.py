@@ -31,10 +31,10 @@ from ocfbytes import (
     Tensor,
     crc32c,
     footer,
-    layout,
     patch,
     raw_frame,
-    set_footer,
+    read_layout,
+    set_footer_field,
     to_value,
     zstd,
 )
@@ -141,7 +141,7 @@ def utf8_broken(index: index_pb2.Index, marker: str) -> bytes:
 
 def file_structure(r: Rejects) -> None:
     blob = base_builder().single()
-    at = layout(blob)
+    at = read_layout(blob)
     size = len(blob)
     r.blob("file.preamble-magic", ["R-FILE-002"], "MALFORMED",
            "A valid file whose preamble magic has 'G' in place of 'F' at byte 3.",
@@ -170,23 +170,24 @@ def file_structure(r: Rejects) -> None:
         r.blob(f"file.truncated-{name}", ["R-FILE-004"], "MALFORMED",
                f"A valid {size}-byte file cut {where}, after {cut} bytes.", blob[:cut])
 
-    moved = set_footer(set_footer(blob, "index_offset", 32), "index_length",
+    moved = set_footer_field(set_footer_field(blob, "index_offset", 32), "index_length",
                        size - 32 - 32)
-    moved = set_footer(moved, "index_crc32c", crc32c(blob[32:size - 32]))
+    moved = set_footer_field(moved, "index_crc32c", crc32c(blob[32:size - 32]))
     r.blob("file.index-offset-below-64", ["R-FILE-005"], "MALFORMED",
            "A valid file whose footer says the index starts at offset 32, inside the preamble, "
            "with a length and checksum that match bytes 32 to the footer.", moved)
     r.blob("file.index-length-beyond-file", ["R-FILE-005"], "MALFORMED",
            "A valid file whose footer's index_length is 100 more than the index bytes, so the "
            "index would run past the footer.",
-           set_footer(blob, "index_length", at.index_length + 100))
-    shorter = set_footer(set_footer(blob, "index_length", at.index_length - 1), "index_crc32c",
-                         crc32c(blob[at.index_offset:at.index_offset + at.index_length - 1]))
+           set_footer_field(blob, "index_length", at.index_length + 100))
+    shorter = set_footer_field(set_footer_field(blob, "index_length", at.index_length - 1),
+                               "index_crc32c",
+                               crc32c(blob[at.index_offset:at.index_offset + at.index_length - 1]))
     r.blob("file.index-ends-before-footer", ["R-FILE-005"], "MALFORMED",
            "A valid file whose footer's index_length is one byte short (checksum matching the "
            "shorter range), leaving a byte between the index and the footer.", shorter)
     wrap = (1 << 64) - 8
-    wrapped = set_footer(set_footer(blob, "index_offset", wrap), "index_length",
+    wrapped = set_footer_field(set_footer_field(blob, "index_offset", wrap), "index_length",
                          at.index_offset + at.index_length + 8)
     r.blob("file.index-offset-wraps", ["R-FILE-005", "R-LIMIT-002"], "MALFORMED",
            "A valid file whose footer says index_offset 2^64-8 and an index_length whose sum "
@@ -195,7 +196,7 @@ def file_structure(r: Rejects) -> None:
 
     r.blob("file.index-crc-mismatch", ["R-FILE-006"], "INTEGRITY",
            "A valid file whose footer's index_crc32c has its lowest bit flipped.",
-           set_footer(blob, "index_crc32c", at.index_crc ^ 1))
+           set_footer_field(blob, "index_crc32c", at.index_crc ^ 1))
     r.blob("file.index-byte-changed", ["R-FILE-006"], "INTEGRITY",
            "A valid file with one bit of a tensor key in the index flipped ('w' became 'v'), "
            "the footer's checksum unchanged.",
@@ -203,7 +204,7 @@ def file_structure(r: Rejects) -> None:
     empty = Builder([], writer="").single()
     r.blob("file.index-empty-crc-not-zero", ["R-FILE-006"], "INTEGRITY",
            "A 96-byte file with an index of length 0 whose footer's checksum is 1 instead of "
-           "0.", set_footer(empty, "index_crc32c", 1))
+           "0.", set_footer_field(empty, "index_crc32c", 1))
 
     builder = base_builder()
     r.blob("file.index-garbage", ["R-FILE-007"], "MALFORMED",
@@ -264,11 +265,11 @@ def file_structure(r: Rejects) -> None:
 
 def versions(r: Rejects) -> None:
     blob = base_builder().single()
-    at = layout(blob)
+    at = read_layout(blob)
     for major in (2, 0, 65535):
         r.blob(f"version.major-{major}", ["R-VER-001"], "UNSUPPORTED_VERSION",
                f"A valid file whose footer says format_major {major}.",
-               set_footer(blob, "format_major", major))
+               set_footer_field(blob, "format_major", major))
     r.blob("version.major-2-garbage-index", ["R-VER-001", "R-ERR-002"], "UNSUPPORTED_VERSION",
            "Format major version 2 and index bytes that do not parse: the version is checked "
            "before the index is parsed.",
@@ -276,17 +277,18 @@ def versions(r: Rejects) -> None:
     r.blob("version.major-2-index-crc-mismatch", ["R-VER-001", "R-ERR-002"],
            "UNSUPPORTED_VERSION",
            "Format major version 2 and a wrong index checksum: the version comes first.",
-           set_footer(set_footer(blob, "format_major", 2), "index_crc32c", at.index_crc ^ 1))
+           set_footer_field(set_footer_field(blob, "format_major", 2), "index_crc32c",
+                            at.index_crc ^ 1))
     r.blob("version.major-2-index-position-wrong", ["R-VER-001", "R-ERR-002"],
            "UNSUPPORTED_VERSION",
            "Format major version 2 and an index_length that does not reach the footer: the "
            "version comes before the index position.",
-           set_footer(set_footer(blob, "format_major", 2), "index_length", 3))
+           set_footer_field(set_footer_field(blob, "format_major", 2), "index_length", 3))
     r.blob("version.major-2-index-length-over-limit", ["R-VER-001", "R-LIMIT-001", "R-ERR-002"],
            "UNSUPPORTED_VERSION",
            "Format major version 2 and an index_length of 2^30: the version comes before the "
            "limit on the index size.",
-           set_footer(set_footer(blob, "format_major", 2), "index_length", 1 << 30))
+           set_footer_field(set_footer_field(blob, "format_major", 2), "index_length", 1 << 30))
     r.blob("version.major-2-file-50-bytes", ["R-FILE-004", "R-ERR-002"], "MALFORMED",
            "A 50-byte file: 18 bytes of preamble and a footer saying major version 2; the "
            "file size is checked before the version.",
@@ -294,29 +296,29 @@ def versions(r: Rejects) -> None:
     r.blob("version.major-7-footer-magic-damaged", ["R-FILE-004", "R-ERR-002"], "MALFORMED",
            "A footer saying major version 7 whose magic is damaged: the magic is checked "
            "before the version.",
-           patch(set_footer(blob, "format_major", 7), len(blob) - 2, b"\x00"))
+           patch(set_footer_field(blob, "format_major", 7), len(blob) - 2, b"\x00"))
     r.blob("version.major-2-preamble-damaged", ["R-FILE-002", "R-ERR-002"], "MALFORMED",
            "A footer saying major version 2 in a file whose preamble magic is damaged: the "
            "preamble is checked before the version.",
-           patch(set_footer(blob, "format_major", 2), 1, b"o"))
+           patch(set_footer_field(blob, "format_major", 2), 1, b"o"))
 
 
 def limits(r: Rejects) -> None:
     blob = base_builder().single()
     r.blob("limit.index-length-over-256mib", ["R-LIMIT-001"], "LIMIT_EXCEEDED",
            "A valid file whose footer says index_length 2^28+1, one byte above the 256 MiB "
-           "limit.", set_footer(blob, "index_length", (1 << 28) + 1))
+           "limit.", set_footer_field(blob, "index_length", (1 << 28) + 1))
     r.blob("limit.index-length-1gib-offset-wrong", ["R-LIMIT-001", "R-ERR-002"],
            "LIMIT_EXCEEDED",
            "A footer saying index_length 1 GiB and index_offset 0: the limit is checked "
            "before the index position.",
-           set_footer(set_footer(blob, "index_length", 1 << 30), "index_offset", 0))
+           set_footer_field(set_footer_field(blob, "index_length", 1 << 30), "index_offset", 0))
     r.blob("limit.index-length-max-u64", ["R-LIMIT-001"], "LIMIT_EXCEEDED",
-           "A footer saying index_length 2^64-1.", set_footer(blob, "index_length",
+           "A footer saying index_length 2^64-1.", set_footer_field(blob, "index_length",
                                                              (1 << 64) - 1))
     r.blob("limit.index-length-exactly-256mib", ["R-LIMIT-001", "R-FILE-005"], "MALFORMED",
            "A footer saying index_length exactly 2^28, which is within the limit, but does not "
-           "end at the footer of this small file.", set_footer(blob, "index_length", 1 << 28))
+           "end at the footer of this small file.", set_footer_field(blob, "index_length", 1 << 28))
 
 
 def features(r: Rejects) -> None:
@@ -720,7 +722,7 @@ def data(r: Rejects) -> None:
     append_tensor(builder, "w", "float32", [32],
                   [Block(0, 64, 128, 128, chunk_crcs=[crc32c(raw)])])
     blob = builder.single(pad_index=False)
-    assert layout(blob).index_offset == 164
+    assert read_layout(blob).index_offset == 164
     r.blob("data.block-overlaps-index", ["R-DATA-002"], "INVALID",
            "A 128-byte block at offset 64 in a file whose index starts at offset 164, so the "
            "block runs into the index.", blob)
@@ -1398,7 +1400,7 @@ def paths(r: Rejects) -> None:
 def order(r: Rejects) -> None:
     r.blob("order.index-crc-before-parse", ["R-FILE-006", "R-ERR-002"], "INTEGRITY",
            "Index bytes that do not parse behind a footer whose checksum does not match them.",
-           set_footer(base_builder().single(unparsable(b"\xff" * 6)), "index_crc32c", 1))
+           set_footer_field(base_builder().single(unparsable(b"\xff" * 6)), "index_crc32c", 1))
 
     def two(first: Callable[[index_pb2.Index], None],
             second: Callable[[index_pb2.Index], None]) -> Mutation:

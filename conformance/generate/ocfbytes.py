@@ -110,27 +110,40 @@ class Layout:
     minor: int
 
     @property
+    def index_end(self) -> int:
+        return self.index_offset + self.index_length
+
+    @property
     def footer_offset(self) -> int:
         return self.size - FOOTER.size
 
 
-def layout(blob: bytes) -> Layout:
+def read_layout(blob: bytes) -> Layout:
+    """Decode the footer of a well-formed index file (ValueError for any other bytes)."""
+    if len(blob) < FOOTER.size:
+        raise ValueError("not a well-formed OCF index file: shorter than a footer")
     offset, length, crc, major, minor, magic = FOOTER.unpack(blob[-FOOTER.size:])
-    assert magic == FOOTER_MAGIC and offset + length == len(blob) - FOOTER.size
+    if magic != FOOTER_MAGIC or offset + length != len(blob) - FOOTER.size:
+        raise ValueError("not a well-formed OCF index file")
     return Layout(len(blob), offset, length, crc, major, minor)
 
 
-def parse_index(blob: bytes) -> index_pb2.Index:
-    """The index of a well-formed index file."""
-    at = layout(blob)
+def index_bytes_of(blob: bytes) -> bytes:
+    """The index bytes of a well-formed index file."""
+    at = read_layout(blob)
+    return blob[at.index_offset:at.index_end]
+
+
+def index_of(blob: bytes) -> index_pb2.Index:
+    """The parsed index of a well-formed index file."""
     message = index_pb2.Index()
-    message.ParseFromString(blob[at.index_offset:at.index_offset + at.index_length])
+    message.ParseFromString(index_bytes_of(blob))
     return message
 
 
 def replace_index(blob: bytes, index: index_pb2.Index | bytes) -> bytes:
     """``blob`` with a new index (and a footer that matches it); same data and version."""
-    at = layout(blob)
+    at = read_layout(blob)
     index_bytes = serialize(index)
     return (blob[:at.index_offset] + index_bytes
             + footer(at.index_offset, len(index_bytes), crc32c(index_bytes), at.major,
@@ -138,7 +151,9 @@ def replace_index(blob: bytes, index: index_pb2.Index | bytes) -> bytes:
 
 
 def patch(blob: bytes, offset: int, new: bytes) -> bytes:
-    assert offset >= 0 and offset + len(new) <= len(blob)
+    """``blob`` with the bytes at ``offset`` overwritten by ``new`` (same length)."""
+    if not 0 <= offset <= offset + len(new) <= len(blob):
+        raise ValueError(f"patch [{offset}, {offset + len(new)}) outside {len(blob)} bytes")
     return blob[:offset] + new + blob[offset + len(new):]
 
 
@@ -147,7 +162,8 @@ FOOTER_FIELDS = {"index_offset": (0, "<Q"), "index_length": (8, "<Q"),
                  "format_minor": (22, "<H")}
 
 
-def set_footer(blob: bytes, name: str, value: int) -> bytes:
+def set_footer_field(blob: bytes, name: str, value: int) -> bytes:
+    """``blob`` with one footer field (see FOOTER_FIELDS) set to ``value``."""
     at, fmt = FOOTER_FIELDS[name]
     return patch(blob, len(blob) - FOOTER.size + at, struct.pack(fmt, value))
 

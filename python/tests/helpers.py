@@ -1,24 +1,24 @@
 """Building OCF files by hand, from the byte layout of spec/format.md, for tests.
 
-Nothing here uses ocf's writer or reader: files are assembled from an
-``ocf.v1.index_pb2.Index`` message and raw bytes with struct and crc32c, so
-tests can make files that a writer would refuse to produce.
+Nothing here uses ocf's writer or reader. The byte layout itself (preamble,
+footer, index placement, patching) comes from the one byte-level builder the
+conformance generators use, ``conformance/generate/ocfbytes.py``; this
+module adds what tests need on top: a fast CRC-32C (the C library, for big
+data), an ``Index`` message from tensor specs (:func:`make_index`), and
+ready-made small checkpoints. Tests can so make files a writer would refuse
+to produce.
 
 Layout of an index file (spec/format.md, "Files"):
 
     preamble (64 bytes) | data region | index bytes | footer (32 bytes)
 
-footer = index_offset u64, index_length u64, index_crc32c u32,
-format_major u16, format_minor u16, magic 89 4F 43 46 45 4E 44 0A, all
-little-endian. A shard file is the preamble followed by its data region.
-
-Only :func:`make_index` knows the shape of the ``Index`` message; the rest
-works on bytes and stays valid whatever the index schema looks like.
+A shard file is the preamble followed by its data region.
 """
 
 from __future__ import annotations
 
 import struct
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,23 +28,29 @@ import numpy as np
 
 from ocf.v1 import index_pb2, metadata_pb2, tensor_pb2
 
-PREAMBLE_MAGIC = b"\x89OCF\r\n\x1a\n"
-PREAMBLE_SIZE = 64
-PREAMBLE = PREAMBLE_MAGIC + bytes(PREAMBLE_SIZE - len(PREAMBLE_MAGIC))
-FOOTER_MAGIC = b"\x89OCFEND\n"
-FOOTER = struct.Struct("<QQIHH8s")
-FOOTER_SIZE = FOOTER.size
-ALIGNMENT = 64
-INDEX_FILE_NAME = "index.ocf"
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "conformance" / "generate"))
 
-# Byte offset within the footer and struct format of each footer field.
-FOOTER_FIELDS: dict[str, tuple[int, str]] = {
-    "index_offset": (0, "<Q"),
-    "index_length": (8, "<Q"),
-    "index_crc32c": (16, "<I"),
-    "format_major": (20, "<H"),
-    "format_minor": (22, "<H"),
-}
+from ocfbytes import (
+    ALIGN,
+    FOOTER,
+    FOOTER_FIELDS,
+    PREAMBLE,
+    Layout,
+    index_bytes_of,
+    index_file,
+    index_of,
+    patch,
+    read_layout,
+    replace_index,
+    set_footer_field,
+)
+
+__all__ = ["FOOTER_FIELDS", "Layout", "index_bytes_of", "index_of", "patch", "read_layout",
+           "replace_index", "set_footer_field"]
+
+PREAMBLE_SIZE = len(PREAMBLE)
+FOOTER_SIZE = FOOTER.size
+INDEX_FILE_NAME = "index.ocf"
 
 
 def crc(data: bytes | bytearray | memoryview) -> int:
@@ -54,19 +60,7 @@ def crc(data: bytes | bytearray | memoryview) -> int:
 
 def pad64(data: bytes, start: int = PREAMBLE_SIZE) -> bytes:
     """``data`` and zeros up to the next multiple of 64, for data placed at ``start``."""
-    return data + bytes(-(start + len(data)) % ALIGNMENT)
-
-
-def footer_bytes(
-    index_offset: int, index_length: int, index_crc: int, major: int = 1, minor: int = 0,
-) -> bytes:
-    return FOOTER.pack(index_offset, index_length, index_crc, major, minor, FOOTER_MAGIC)
-
-
-def serialize(index: index_pb2.Index | bytes) -> bytes:
-    if isinstance(index, bytes):
-        return index
-    return index.SerializeToString(deterministic=True)
+    return data + bytes(-(start + len(data)) % ALIGN)
 
 
 def build_file(
@@ -78,10 +72,7 @@ def build_file(
     has ``offset`` 64 + k. ``index`` may be bytes (for instance deliberately
     unparsable ones); the footer's CRC always matches the index bytes.
     """
-    index_bytes = serialize(index)
-    index_offset = PREAMBLE_SIZE + len(data)
-    return (PREAMBLE + data + index_bytes
-            + footer_bytes(index_offset, len(index_bytes), crc(index_bytes), major, minor))
+    return index_file(data, index, major=major, minor=minor, pad_index=False)
 
 
 def write_file(
@@ -96,73 +87,6 @@ def write_file(
 def shard_file(data: bytes) -> bytes:
     """A shard file of the directory form: the preamble, then its data region."""
     return PREAMBLE + data
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Where the parts of a well-formed index file are, read from its footer."""
-
-    size: int
-    index_offset: int
-    index_length: int
-    index_crc: int
-    major: int
-    minor: int
-
-    @property
-    def index_end(self) -> int:
-        return self.index_offset + self.index_length
-
-    @property
-    def footer_offset(self) -> int:
-        return self.size - FOOTER_SIZE
-
-
-def read_layout(blob: bytes) -> Layout:
-    """Decode the footer of a well-formed index file."""
-    offset, length, index_crc, major, minor, magic = FOOTER.unpack(blob[-FOOTER_SIZE:])
-    if magic != FOOTER_MAGIC or offset + length != len(blob) - FOOTER_SIZE:
-        raise ValueError("not a well-formed OCF index file")
-    return Layout(len(blob), offset, length, index_crc, major, minor)
-
-
-def index_bytes_of(blob: bytes) -> bytes:
-    layout = read_layout(blob)
-    return blob[layout.index_offset:layout.index_end]
-
-
-def index_of(blob: bytes) -> index_pb2.Index:
-    """The parsed index of a well-formed index file."""
-    message = index_pb2.Index()
-    message.ParseFromString(index_bytes_of(blob))
-    return message
-
-
-def replace_index(blob: bytes, index: index_pb2.Index | bytes) -> bytes:
-    """``blob`` with its index replaced by ``index``, behind a footer that matches it.
-
-    The preamble, data region and format version are kept: the result passes
-    every check up to and including the index checksum, so it exercises the
-    parsing and validation of the index.
-    """
-    layout = read_layout(blob)
-    index_bytes = serialize(index)
-    return (blob[:layout.index_offset] + index_bytes
-            + footer_bytes(layout.index_offset, len(index_bytes), crc(index_bytes),
-                           layout.major, layout.minor))
-
-
-def patch(blob: bytes, offset: int, new: bytes) -> bytes:
-    """``blob`` with the bytes at ``offset`` overwritten by ``new`` (same length)."""
-    if not 0 <= offset <= offset + len(new) <= len(blob):
-        raise ValueError(f"patch [{offset}, {offset + len(new)}) outside {len(blob)} bytes")
-    return blob[:offset] + new + blob[offset + len(new):]
-
-
-def set_footer_field(blob: bytes, name: str, value: int) -> bytes:
-    """``blob`` with one footer field (see FOOTER_FIELDS) set to ``value``."""
-    position, fmt = FOOTER_FIELDS[name]
-    return patch(blob, len(blob) - FOOTER_SIZE + position, struct.pack(fmt, value))
 
 
 def flip_bit(blob: bytes, bit: int) -> bytes:

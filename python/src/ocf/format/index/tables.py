@@ -56,7 +56,14 @@ def _u64(values: object) -> np.ndarray:
 
 
 class Tables(Mapping[str, TensorInfo]):
-    """The checked tables of one index: a mapping from key to TensorInfo."""
+    """The checked ``TensorTable`` and ``BlockTable`` of one index, joined into a
+    mapping from key to TensorInfo.
+
+    One class for both tables, not a ``TensorTable`` and a ``BlockTable``: most
+    rules of spec/format.md cross them (slice counts select blocks, blocks name
+    their tensor in messages, overlaps are judged per shard across tensors), so
+    the two are checked together, column by column, in one pass.
+    """
 
     def __init__(self, tensors: tensor_pb2.TensorTable, blocks: tensor_pb2.BlockTable,
                  shards: tuple[Shard, ...], path: str, *, partial: bool = False) -> None:
