@@ -26,6 +26,9 @@ PROTOCOL = 1
 # Responses are small (paths, digests, metadata); a longer line is a broken adapter.
 MAX_LINE = 64 << 20
 _EXIT_GRACE = 5.0  # seconds an adapter has to exit after bye
+# Seconds an adapter has to answer hello: starting a runtime (a JVM, Python importing its
+# libraries on a loaded machine) is not what --timeout limits.
+START_TIMEOUT = 60.0
 Message = dict[str, Any]
 
 
@@ -81,7 +84,8 @@ class Adapter:
         """Start the adapter and greet it; StartError if that fails."""
         self._spawn()
         try:
-            self.hello = _hello(self._exchange({"op": "hello", "protocol": PROTOCOL}))
+            self.hello = _hello(self._exchange({"op": "hello", "protocol": PROTOCOL},
+                                               timeout=max(self.timeout, START_TIMEOUT)))
         except AdapterError as exc:
             self._kill()
             raise StartError(f"{' '.join(self.command)}: {exc}") from None
@@ -114,17 +118,17 @@ class Adapter:
 
     # -- one exchange ---------------------------------------------------------
 
-    def _exchange(self, message: Message) -> Message:
+    def _exchange(self, message: Message, *, timeout: float | None = None) -> Message:
         try:
             request_id = self._send(message)
         except (OSError, ValueError):
             raise self._failed(AdapterCrashError(f"adapter stopped reading requests"
                                             f"{self._exit_reason()}")) from None
         try:
-            line = self._lines.get(timeout=self.timeout)
+            line = self._lines.get(timeout=timeout or self.timeout)
         except queue.Empty:
             raise self._failed(AdapterTimeoutError(
-                f"timeout: no response within {self.timeout:g} s")) from None
+                f"timeout: no response within {timeout or self.timeout:g} s")) from None
         if line is None:
             raise self._failed(AdapterCrashError(f"adapter closed its output{self._exit_reason()}"))
         try:
