@@ -70,7 +70,9 @@ def main() -> int:
 
     torch.manual_seed(1234)  # a fresh program: other initial weights
     model, optimizer, schedule = build()
-    status = ocf.Checkpoint(model=model, optimizer=optimizer, schedule=schedule).restore(path)
+    # partial: the lazy layer takes its values when its first forward pass builds it.
+    status = ocf.Checkpoint(model=model, optimizer=optimizer, schedule=schedule).restore(
+        path, partial=True)
     after = train(model, optimizer, schedule, STEPS - SAVE_AT)
     status.assert_consumed()  # everything arrived, the lazy layer's values included
 

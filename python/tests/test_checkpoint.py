@@ -73,7 +73,7 @@ def test_values_restore_by_structure_into_differently_named_lazy_layers(tmp_path
     save_path = ocf.Checkpoint(dense=trained_dense()).save(tmp_path / "ckpt")
     assert save_path == str(tmp_path / "ckpt-1")
     second = Dense(2, name="dense_1")  # another name, and no variables yet
-    status = ocf.Checkpoint(dense=second).restore(save_path)
+    status = ocf.Checkpoint(dense=second).restore(save_path, partial=True)
     second(X)  # builds kernel and bias: restore-on-create fills them
     assert second.kernel.value.tolist() == [[1.0, 2.0]]
     assert second.bias.value.tolist() == [3.0, 4.0]
@@ -98,7 +98,7 @@ def _open_files_below(directory: Path) -> list[str]:
 def test_restore_waiting_for_a_child_keeps_no_file_open(tmp_path: Path) -> None:
     save_path = ocf.Checkpoint(dense=trained_dense()).write(tmp_path / "ckpt.ocf")
     second = Dense(2)
-    status = ocf.Checkpoint(dense=second).restore(save_path)
+    status = ocf.Checkpoint(dense=second).restore(save_path, partial=True)
     assert _open_files_below(tmp_path) == []  # closed though kernel and bias still wait
     second(X)  # restore-on-create opens the checkpoint again, and closes it
     assert second.kernel.value.tolist() == [[1.0, 2.0]]
@@ -119,7 +119,7 @@ def test_restore_on_create_refuses_a_checkpoint_replaced_meanwhile(tmp_path: Pat
     path = tmp_path / "ckpt.ocf"
     ocf.Checkpoint(dense=trained_dense()).write(path)
     second = Dense(2)
-    ocf.Checkpoint(dense=second).restore(path)
+    ocf.Checkpoint(dense=second).restore(path, partial=True)
     newer = trained_dense()
     newer.bias.value[...] = [5.0, 6.0]
     ocf.Checkpoint(dense=newer).write(path)  # same structure, other values
@@ -133,7 +133,7 @@ def test_restore_on_create_refuses_a_checkpoint_replaced_meanwhile(tmp_path: Pat
 def test_assert_consumed_names_the_paths_still_waiting_for_their_objects(tmp_path: Path
                                                                          ) -> None:
     save_path = ocf.Checkpoint(dense=trained_dense()).save(tmp_path / "ckpt")
-    status = ocf.Checkpoint(dense=Dense(2)).restore(save_path)
+    status = ocf.Checkpoint(dense=Dense(2)).restore(save_path, partial=True)
     with pytest.raises(ocf.RestoreMismatchError) as caught:
         status.assert_consumed()
     assert "'dense/bias'" in str(caught.value)
@@ -147,7 +147,7 @@ def test_save_counter_numbers_checkpoints_and_is_restored(tmp_path: Path) -> Non
     paths = [checkpoint.save(tmp_path / "ckpt") for _ in range(3)]
     assert [Path(p).name for p in paths] == ["ckpt-1", "ckpt-2", "ckpt-3"]
     resumed = ocf.Checkpoint(dense=Dense(2))
-    resumed.restore(paths[1]).expect_partial()
+    resumed.restore(paths[1], partial=True).expect_partial()
     assert resumed.save_counter == 2
     assert Path(resumed.save(tmp_path / "ckpt")).name == "ckpt-3"
 
@@ -176,13 +176,13 @@ def test_slot_variables_are_restored_whichever_of_optimizer_and_variable_comes_f
     new_model, new_optimizer = Dense(2, name="other"), Momentum()
     if optimizer_first:
         checkpoint = ocf.Checkpoint(optimizer=new_optimizer)
-        status = checkpoint.restore(save_path)
+        status = checkpoint.restore(save_path, partial=True)
         checkpoint.model = new_model  # attached later: restored on attach
         new_model(X)
     else:
         new_model(X)
         checkpoint = ocf.Checkpoint(model=new_model)
-        status = checkpoint.restore(save_path)
+        status = checkpoint.restore(save_path, partial=True)
         checkpoint.optimizer = new_optimizer
     status.assert_consumed()
     assert new_optimizer.iterations == 2
@@ -197,7 +197,7 @@ def test_restoring_only_the_model_leaves_the_optimizer_unmatched(tmp_path: Path)
     save_path = ocf.Checkpoint(model=model, optimizer=optimizer).save(tmp_path / "ckpt")
     new_model = Dense(2)
     new_model(X)
-    status = ocf.Checkpoint(model=new_model).restore(save_path)
+    status = ocf.Checkpoint(model=new_model).restore(save_path, partial=True)
     status.assert_existing_objects_matched()
     with pytest.raises(ocf.RestoreMismatchError, match="'optimizer'"):
         status.assert_consumed()
@@ -238,8 +238,12 @@ def test_a_name_based_checkpoint_restores_into_objects_through_a_name_map(tmp_pa
     assert model.kernel.value.tolist() == [[5.0, 6.0]]
     partial = Dense(2)
     partial(X)
+    kernel_only = {"kernel/.value": "dense/kernel"}
+    with pytest.raises(ocf.RestoreMismatchError, match="dense/bias"):
+        ocf.restore(partial, path, name_map=kernel_only)  # strict: the bias is left over
+    assert partial.kernel.value.tolist() != [[5.0, 6.0]]  # and nothing was restored
     status = ocf.restore(partial, path, name_map=lambda key: names.get(key) if "kernel" in key
-                         else None)
+                         else None, partial=True)
     with pytest.raises(ocf.RestoreMismatchError, match="dense/bias"):
         status.assert_consumed()
 
@@ -467,7 +471,8 @@ def test_checkpoint_manager_keeps_the_newest_and_resumes_a_fresh_program(tmp_pat
     fresh_model, fresh_optimizer = Dense(2, name="fresh"), Momentum()
     fresh = ocf.CheckpointManager(ocf.Checkpoint(model=fresh_model, optimizer=fresh_optimizer),
                                   tmp_path, max_to_keep=2)
-    assert fresh.restore_or_initialize() == str(tmp_path / "ckpt-4")
+    # partial: the fresh model builds its weights (and receives them) on first use.
+    assert fresh.restore_or_initialize(partial=True) == str(tmp_path / "ckpt-4")
     fresh_model(X)
     assert np.array_equal(fresh_model.kernel.value, model.kernel.value)
     assert fresh_optimizer.iterations == 4

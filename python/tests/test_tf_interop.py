@@ -344,7 +344,7 @@ def test_restore_from_tensorflow_waits_for_lazily_built_objects(tf_built: Built)
     root = ocf.Module()
     root.model = ocf.Module()
     root.model.dense = Dense()
-    status = ocf.restore(root, tf_built.prefix("slots"))
+    status = ocf.restore(root, tf_built.prefix("slots"), partial=True)
     root.model.dense.build()  # restore-on-create
     status.assert_existing_objects_matched()
     expected = tf_built.values("slots")[f"model/dense/bias/{VALUE_KEY}"]
@@ -368,7 +368,7 @@ def test_keras_checkpoint_restores_into_numpy_model_with_tensorflow_outputs(
         tf_built.converted("keras")
     values = tf_built.values("keras")
     model = keras_numpy_model(values)
-    ocf.Checkpoint(model=model).restore(path).assert_existing_objects_matched()
+    ocf.Checkpoint(model=model).restore(path, partial=True).assert_existing_objects_matched()
     hidden, out = model["_operations"][1], model["_operations"][2]
     keras_weights = [decode(w) for w in tf_built.scenarios["keras"]["weights"]]
     for array, expected in zip([hidden["_kernel"], hidden["bias"], out["_kernel"], out["bias"]],
@@ -383,7 +383,8 @@ def test_keras_checkpoint_restores_into_numpy_model_with_tensorflow_outputs(
 def test_keras_model_alone_restores_from_its_edge_by_start(tf_built: Built) -> None:
     values = tf_built.values("keras")
     model = keras_numpy_model(values)
-    ocf.restore(model, tf_built.prefix("keras"), start="model").assert_existing_objects_matched()
+    ocf.restore(model, tf_built.prefix("keras"), start="model",
+                partial=True).assert_existing_objects_matched()
     assert same(model["_operations"][2]["bias"],
                 decode(values[f"optimizer/_trainable_variables/3/{VALUE_KEY}"]))
 
@@ -525,7 +526,7 @@ def test_saver_restores_a_v1_checkpoint_in_place_with_renames(tf_built: Built) -
 def test_object_restore_of_a_v1_checkpoint_goes_by_name(tf_built: Built) -> None:
     root = {"dense": {"kernel": np.zeros((2, 3), np.float32)}}
     status = ocf.restore(root, tf_built.prefix("v1_saver"),
-                         name_map={"dense/kernel/.value": "dense/kernel"})
+                         name_map={"dense/kernel/.value": "dense/kernel"}, partial=True)
     status.assert_existing_objects_matched()
     assert same(root["dense"]["kernel"], decode(tf_built.values("v1_saver")["dense/kernel"]))
     with pytest.raises(ocf.RestoreMismatchError, match="embedding"):

@@ -117,15 +117,18 @@ def save(path: str | os.PathLike[str], state: object,
 
 
 def restore(path: str | os.PathLike[str], target: object, *, start: str = "",
-            partial: bool = False, name_map: NameMap | None = None, verify: bool = True,
-            storage_options: StorageOptions | None = None) -> RestoreStatus:
+            partial: bool = False, cast: bool = False, name_map: NameMap | None = None,
+            verify: bool = True, storage_options: StorageOptions | None = None
+            ) -> RestoreStatus:
     """Copy the values of the checkpoint at ``path`` into ``target`` in place.
 
     ``target`` is what :func:`save` was given, or a state of the same
     structure; ``start`` names the checkpoint object to match with it.
     Unless ``partial``, every value of the target must receive one and every
     checkpoint value must find one (:meth:`ocf.RestoreStatus.assert_consumed`).
+    Every value is checked before the first is copied, so a failed restore
+    changes nothing; a stored dtype other than the target's is an error
+    unless ``cast`` (see :func:`ocf.restore`).
     """
-    status = restore_objects(target, os.fspath(path), start=start, name_map=name_map,
-                             verify=verify, storage_options=storage_options)
-    return status if partial else status.assert_consumed()
+    return restore_objects(target, path, start=start, partial=partial, cast=cast,
+                           name_map=name_map, verify=verify, storage_options=storage_options)

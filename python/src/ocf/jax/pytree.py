@@ -96,6 +96,8 @@ class Leaf:
         value = values[VALUE]
         if self.transform is not None:
             value = self.transform(value)
+        if self.view.cast and value.shape == tuple(self.source.shape):
+            value = value.astype(self.source.dtype, copy=False)
         if value.shape != tuple(self.source.shape) or value.dtype != self.source.dtype:
             raise InvalidError(f"target leaf {self.path!r} is {describe(self.source)}, the "
                                f"checkpoint holds {describe(value)}", path=self.view.file)
@@ -239,8 +241,9 @@ def join(path: str, name: str) -> str:
 class TreeView:
     """The proxies of one pytree, and the tree rebuilt from what they received."""
 
-    def __init__(self, tree: Any, *, file: str | None = None) -> None:
+    def __init__(self, tree: Any, *, file: str | None = None, cast: bool = False) -> None:
         self.file = file  # the checkpoint being restored, for messages
+        self.cast = cast  # restored values of another dtype are cast to the leaf's
         self.restoring = file is not None  # a view only restored into, never saved
         self.dirty = False  # some proxy received a value since the last rebuild
         flat, self.treedef = jax.tree_util.tree_flatten(tree)

@@ -31,10 +31,10 @@ from ocf.objects.tracking import VALUE
 
 
 def view_of(tree: Any, *, file: str | None = None, translation: Translation | None = None,
-            saving: bool = False) -> TreeView:
+            saving: bool = False, cast: bool = False) -> TreeView:
     """The proxies of ``tree``, optimizer moments linked as slots, a translation applied
     for a restore from ``file`` or, when ``saving``, for a save."""
-    view = TreeView(tree, file=file)
+    view = TreeView(tree, file=file, cast=cast)
     if translation is not None:
         translation.apply(view.root, saving=saving)
     slots.link(view.root)
@@ -63,7 +63,7 @@ def save(path: str | os.PathLike[str], state: Any,
 
 
 def restore(path: str | os.PathLike[str], target: Any, *, start: str = "",
-            partial: bool = False, translation: Translation | None = None,
+            partial: bool = False, cast: bool = False, translation: Translation | None = None,
             name_map: NameMap | None = None, verify: bool = True,
             storage_options: StorageOptions | None = None) -> Any:
     """A new tree shaped like ``target`` with the values of the checkpoint at ``path``.
@@ -74,7 +74,8 @@ def restore(path: str | os.PathLike[str], target: Any, *, start: str = "",
     was saved as ``ocf.Checkpoint(state=TreeState(tree))``). Unless
     ``partial``, every leaf of the target must receive a value and every
     tensor of the checkpoint below ``start`` must find a leaf; with
-    ``partial``, concrete leaves without a value keep theirs.
+    ``partial``, concrete leaves without a value keep theirs. A stored dtype
+    other than a leaf's is an error unless ``cast``.
     ``translation`` maps a checkpoint written with other names or array
     layouts (see :mod:`ocf.jax.translations`). Errors name the paths that
     did not match.
@@ -86,18 +87,19 @@ def restore(path: str | os.PathLike[str], target: Any, *, start: str = "",
     function of that key).
     """
     file = os.fspath(path)
-    view = view_of(target, file=file, translation=translation)
+    view = view_of(target, file=file, translation=translation, cast=cast)
     graph = _object_graph(file, storage_options)
     if graph is None:
+        # partial: this function judges strictness by leaves, below.
         status = restore_objects(view.root, file, name_map=_leaf_keys(start, name_map),
-                                 verify=verify, storage_options=storage_options)
+                                 partial=True, verify=verify, storage_options=storage_options)
         unmatched = status.unmatched_checkpoint_paths()  # tensor keys
     else:
         if name_map is not None:
             raise InvalidError("name_map applies to checkpoints without object graph; this "
                                "one is matched by structure (use start= and translation=)",
                                path=file)
-        status = restore_objects(view.root, file, start=start, verify=verify,
+        status = restore_objects(view.root, file, start=start, partial=True, verify=verify,
                                  storage_options=storage_options)
         unmatched = _holding_tensors(graph, status.unmatched_checkpoint_paths())
     if not partial:

@@ -91,9 +91,10 @@ class Checkpoint(Module):
             return write_async(self, path, **options)  # type: ignore[arg-type]
         return write(self, path, **options)  # type: ignore[arg-type]
 
-    def restore(self, path: str | os.PathLike[str], *, start: str = "",
-                name_map: NameMap | None = None, verify: bool = True,
+    def restore(self, path: str | os.PathLike[str], *, start: str = "", partial: bool = False,
+                cast: bool = False, name_map: NameMap | None = None, verify: bool = True,
                 storage_options: StorageOptions | None = None) -> RestoreStatus:
-        """Restore by structure from ``path``; see :func:`ocf.restore`."""
-        return restore(self, os.fspath(path), start=start, name_map=name_map, verify=verify,
-                       storage_options=storage_options)
+        """Restore by structure from ``path``, strictly unless ``partial``; see
+        :func:`ocf.restore`."""
+        return restore(self, path, start=start, partial=partial, cast=cast,
+                       name_map=name_map, verify=verify, storage_options=storage_options)

@@ -553,15 +553,20 @@ class CheckpointManager:
 
     # -- restoring --------------------------------------------------------------
 
-    def restore_or_initialize(self) -> str | None:
-        """Restore the latest checkpoint and return its path; else call init_fn, return None."""
+    def restore_or_initialize(self, *, partial: bool = False) -> str | None:
+        """Restore the latest checkpoint and return its path; else call init_fn, return None.
+
+        Strict unless ``partial``, as :func:`ocf.restore` is; ``partial`` is for
+        objects that build lazily and take their values when they do.
+        """
         path = self.latest_checkpoint
         if path is not None:
-            if self._storage_options is None:
-                self._checkpoint.restore(path)
-            else:
-                restore: Callable[..., object] = self._checkpoint.restore
-                restore(path, storage_options=self._storage_options)
+            restore: Callable[..., object] = self._checkpoint.restore
+            # Only the options asked for: a checkpoint-like object may not take them.
+            options: dict[str, object] = {"partial": True} if partial else {}
+            if self._storage_options is not None:
+                options["storage_options"] = self._storage_options
+            restore(path, **options)
             if self._checkpoint_interval is not None:
                 self._last_checkpoint_step = self._current_step()
             return path

@@ -28,15 +28,19 @@ restore-on-create and the status assertions are the same for both.
 from __future__ import annotations
 
 import functools
+import os
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from ocf.format.errors import InvalidError, NotFoundError, OCFError
 from ocf.format.object_graph import ObjectGraph, SlotRef
 from ocf.format.storage.location import StorageOptions
+from ocf.objects.fitting import cast_values, fitted_dtype
 from ocf.objects.saving import collect
 from ocf.objects.sources import Source, open_source
 from ocf.objects.tracking import Tracked, defer, is_trackable, track
@@ -83,6 +87,12 @@ class _Session:
     opener: _Opener
     graph: ObjectGraph
     scope: set[int]  # checkpoint nodes this restore is responsible for
+    cast: bool  # values of another dtype than their object's are cast (else INVALID)
+    # Run once, after the first pass is checked and before it hands over any value:
+    # the strictness check of a restore without partial.
+    judge: Callable[[], object] | None = None
+    # During the judging: slot nodes the first pass is about to restore.
+    pending_slots: set[int] = field(default_factory=set)
     matched: dict[int, object] = field(default_factory=dict)
     slots_done: set[int] = field(default_factory=set)
     waiting_slots: dict[int, list[tuple[int, SlotRef]]] = field(default_factory=dict)
@@ -107,40 +117,86 @@ class _Session:
             reader.close()
 
     def _match(self, node: int, obj: object) -> None:
-        work = [(node, obj)]
+        """Match breadth-first from ``node``, check every value against its object, and
+        only then hand values over: a mismatch anywhere changes nothing."""
+        pairs, waits = self._walk(node, obj)
+        try:
+            casts = [self._checked(n, view) for n, view in pairs]
+            self._judge(pairs)
+        except BaseException:
+            for n, _ in pairs:
+                del self.matched[n]
+            raise
+        for (n, view), node_casts in zip(pairs, casts):
+            self._restore_values(n, view, node_casts)
+        for parent, name, child_node in waits:
+            defer(parent, name, self._deferred(child_node))
+        for n, _ in pairs:
+            for slot in self.graph.nodes[n].slots:
+                self._slot(n, slot)
+            for owner, slot in self.waiting_slots.pop(n, []):
+                self._slot(owner, slot)
+
+    def _judge(self, pairs: list[tuple[int, Tracked]]) -> None:
+        judge, self.judge = self.judge, None
+        if judge is None:
+            return
+        self.pending_slots = {slot.slot_node for n, _ in pairs for slot in self.graph.nodes[n].slots
+                              if slot.variable in self.matched}
+        try:
+            judge()
+        finally:
+            self.pending_slots = set()
+
+    def _walk(self, node: int, obj: object
+              ) -> tuple[list[tuple[int, Tracked]], list[tuple[object, str, int]]]:
+        """The (node, object) pairs matched from ``node``, and the (parent, edge, node)
+        of checkpoint children whose object does not exist yet."""
+        pairs: list[tuple[int, Tracked]] = []
+        waits: list[tuple[object, str, int]] = []
+        work = deque([(node, obj)])
         while work:
-            node, obj = work.pop(0)
+            node, obj = work.popleft()
             if node in self.matched:
                 continue
             self.matched[node] = obj
             view = track(obj)
-            self._restore_values(node, view)
+            pairs.append((node, view))
             live_children = view.children()
             for name, child_node in self.graph.nodes[node].children.items():
                 child = live_children.get(name)
                 if child is not None and is_trackable(child):
                     work.append((child_node, child))
                 else:
-                    defer(obj, name, self._deferred(child_node))
-            for slot in self.graph.nodes[node].slots:
-                self._slot(node, slot)
-            for owner, slot in self.waiting_slots.pop(node, []):
-                self._slot(owner, slot)
+                    waits.append((obj, name, child_node))
+        return pairs, waits
+
+    def _checked(self, node: int, view: Tracked) -> dict[str, np.dtype[Any] | None]:
+        """Each stored tensor of ``node`` checked against ``view``: the dtype to cast to."""
+        attributes = self.graph.nodes[node].attributes
+        expected = view.expected_tensors() if attributes else {}
+        assert self.reader is not None, "values are checked during a pass only"
+        return {name: fitted_dtype(self.reader.summary(key), expected[name], cast=self.cast,
+                                   key=key, path=self.reader.path)
+                for name, key in attributes.items() if name in expected}
 
     def _deferred(self, node: int) -> Callable[[object], None]:
         def restore_child(child: object) -> None:
             self.match(node, child)
         return restore_child
 
-    def _restore_values(self, node: int, view: Tracked) -> None:
+    def _restore_values(self, node: int, view: Tracked,
+                        casts: dict[str, np.dtype[Any] | None]) -> None:
         stored = self.graph.nodes[node]
         if stored.attributes:
             try:
-                view.restore_tensors(self._values(node))
-            except OCFError as exc:  # an adapter's error: say which tensor it was
-                if exc.key is not None:
+                view.restore_tensors(cast_values(self._values(node), casts))
+            except OCFError as exc:  # an adapter's error: say which tensor and file
+                if exc.key is not None and exc.path is not None:
                     raise
-                raise type(exc)(exc.detail, key=next(iter(stored.attributes.values())),
+                assert self.reader is not None
+                raise type(exc)(exc.detail, path=exc.path or self.reader.path,
+                                key=exc.key or next(iter(stored.attributes.values())),
                                 requirement=exc.requirement) from None
         if stored.metadata:
             view.restore_metadata(stored.metadata)
@@ -159,9 +215,10 @@ class _Session:
                                                    self._values(slot.slot_node)):
             self.slots_done.add(slot.slot_node)
 
-    def unmatched_checkpoint_paths(self) -> list[str]:
-        done = set(self.matched) | self.slots_done
-        return sorted(self.graph.path(n) or "(root)" for n in self.scope - done)
+    def unmatched_checkpoint_paths(self, *, holding_values: bool = False) -> list[str]:
+        done = set(self.matched) | self.slots_done | self.pending_slots
+        return sorted(self.graph.path(n) or "(root)" for n in self.scope - done
+                      if not holding_values or self.graph.nodes[n].attributes)
 
 
 class RestoreStatus:
@@ -189,26 +246,30 @@ class RestoreStatus:
         assert self._session is not None
         return len(self._session.matched) + len(self._session.slots_done)
 
-    def unmatched_checkpoint_paths(self) -> list[str]:
-        """Checkpoint objects (or, by name, tensor keys) that found no live object."""
+    def unmatched_checkpoint_paths(self, *, holding_values: bool = False) -> list[str]:
+        """Checkpoint objects (or, by name, tensor keys) that found no live object;
+        with ``holding_values``, only those holding tensors."""
         if self._by_name is not None:
             return self._by_name.unused()
         assert self._session is not None
-        return self._session.unmatched_checkpoint_paths()
+        return self._session.unmatched_checkpoint_paths(holding_values=holding_values)
 
-    def unmatched_object_paths(self) -> list[str]:
-        """Live objects under the root that received nothing from the checkpoint."""
+    def unmatched_object_paths(self, *, holding_values: bool = False) -> list[str]:
+        """Live objects under the root that received nothing from the checkpoint;
+        with ``holding_values``, only those holding tensors."""
         live = collect(self._root)
         if self._by_name is not None:
             return sorted(k for k in live.tensors if k not in self._by_name.restored)
         assert self._session is not None
         matched = {id(o) for o in self._session.matched.values()}
         slot_objects = _restored_slot_objects(live.objects, matched)
-        return sorted(path or "(root)" for path, obj in zip(live.paths, live.objects)
-                      if id(obj) not in matched and id(obj) not in slot_objects)
+        return sorted(path or "(root)"
+                      for path, obj, node in zip(live.paths, live.objects, live.nodes)
+                      if id(obj) not in matched and id(obj) not in slot_objects
+                      and (not holding_values or node.attributes))
 
     def assert_consumed(self) -> RestoreStatus:
-        """Every checkpoint value found its object, and every object its value."""
+        """Every checkpoint object found its live object, and every object its value."""
         self._fail_if("checkpoint values matched no object", self.unmatched_checkpoint_paths())
         return self.assert_existing_objects_matched()
 
@@ -217,15 +278,35 @@ class RestoreStatus:
         self._fail_if("objects have no value in the checkpoint", self.unmatched_object_paths())
         return self
 
+    def assert_values_matched(self) -> RestoreStatus:
+        """Every checkpoint tensor found its object, and every object holding tensors
+        got them; objects holding none (an activation layer, a Keras bookkeeping node)
+        may stay unmatched on either side. What a restore without ``partial`` checks;
+        the error names the unmatched paths of both sides."""
+        unmatched = {"checkpoint objects holding tensors matched no object":
+                     self.unmatched_checkpoint_paths(holding_values=True),
+                     "objects holding tensors have no value in the checkpoint":
+                     self.unmatched_object_paths(holding_values=True)}
+        parts = [_listed(what, paths) for what, paths in unmatched.items() if paths]
+        if parts:
+            raise RestoreMismatchError("; ".join(parts) + " (restore(..., partial=True) "
+                                       "accepts this)", path=self.path)
+        return self
+
     def expect_partial(self) -> RestoreStatus:
         """Declare a partial restore intended; nothing is reported either way."""
         return self
 
     def _fail_if(self, what: str, paths: list[str]) -> None:
         if paths:
-            shown = ", ".join(repr(p) for p in paths[:20])
-            more = f" and {len(paths) - 20} more" if len(paths) > 20 else ""
-            raise RestoreMismatchError(f"{len(paths)} {what}: {shown}{more}", path=self.path)
+            raise RestoreMismatchError(_listed(what, paths), path=self.path)
+
+
+def _listed(what: str, paths: list[str]) -> str:
+    """'3 <what>: 'a', 'b', 'c'', the first 20 paths shown."""
+    shown = ", ".join(repr(p) for p in paths[:20])
+    more = f" and {len(paths) - 20} more" if len(paths) > 20 else ""
+    return f"{len(paths)} {what}: {shown}{more}"
 
 
 @dataclass
@@ -240,10 +321,22 @@ class _ByName:
         return sorted(self.keys - self.used)
 
 
-def restore(root: object, path: str, *, start: str = "", name_map: NameMap | None = None,
+def restore(root: object, path: str | os.PathLike[str], *, start: str = "",
+            partial: bool = False, cast: bool = False, name_map: NameMap | None = None,
             verify: bool = True, storage_options: StorageOptions | None = None
             ) -> RestoreStatus:
     """Restore ``root`` and everything under it from the checkpoint at ``path``.
+
+    Strict unless ``partial``: when the call returns, every checkpoint
+    tensor must have found its object and every object holding tensors its
+    value (:meth:`RestoreStatus.assert_values_matched`), else
+    RestoreMismatchError names the paths and the file. Objects created after the call
+    (restore-on-create: a lazy layer built on its first call) need
+    ``partial=True``; call ``assert_consumed()`` on the status once they
+    exist. Either way every value is checked against its object (shape,
+    dtype; see :mod:`ocf.objects.fitting`) before the first is handed over,
+    so a failed restore leaves the objects as they were. A stored dtype
+    other than the object's is an error unless ``cast``.
 
     ``start`` names the checkpoint object to match with ``root`` by its
     child-edge path ("model" restores a bare model from a checkpoint that
@@ -259,6 +352,13 @@ def restore(root: object, path: str, *, start: str = "", name_map: NameMap | Non
     A URL (``s3://bucket/run/ckpt-3``) is read through fsspec, with
     ``storage_options`` (endpoint_url, key, secret, ...) given to it.
     """
+    return _restore(root, os.fspath(path), start, not partial, cast, name_map, verify,
+                    storage_options)
+
+
+def _restore(root: object, path: str, start: str, strict: bool, cast: bool,
+             name_map: NameMap | None, verify: bool, storage_options: StorageOptions | None
+             ) -> RestoreStatus:
     check_restorable(root)
     reader = open_source(path, verify=verify, storage_options=storage_options)
     try:
@@ -267,16 +367,20 @@ def restore(root: object, path: str, *, start: str = "", name_map: NameMap | Non
         reader.close()
         raise
     if graph is None or name_map is not None:
-        return _restore_by_name(root, reader, name_map)  # closes the reader, also on errors
+        # closes the reader, also on errors
+        return _restore_by_name(root, reader, name_map, strict, cast)
     begin = graph.node_at([p for p in start.split("/") if p])
     if begin is None:
         reader.close()
         raise NotFoundError(f"the checkpoint has no object at {start!r}", path=path)
     reopen = functools.partial(open_source, path, verify=verify,
                                storage_options=storage_options)
-    session = _Session(_Opener(reader, reopen), graph, _reachable(graph, begin))
+    session = _Session(_Opener(reader, reopen), graph, _reachable(graph, begin), cast)
+    status = RestoreStatus(root, path, session)
+    if strict:
+        session.judge = status.assert_values_matched
     session.match(begin, root)  # closes the reader, also on errors
-    return RestoreStatus(root, path, session)
+    return status
 
 
 def _reachable(graph: ObjectGraph, begin: int) -> set[int]:
@@ -291,23 +395,39 @@ def _reachable(graph: ObjectGraph, begin: int) -> set[int]:
     return seen
 
 
-def _restore_by_name(root: object, reader: Source, name_map: NameMap | None) -> RestoreStatus:
+def _restore_by_name(root: object, reader: Source, name_map: NameMap | None, strict: bool,
+                     cast: bool) -> RestoreStatus:
+    """Each live tensor takes the stored tensor its mapped key names; all are checked
+    before the first is handed over."""
     try:
         live = collect(root)
         by_name = _ByName(set(reader.keys()))
+        plan: list[tuple[Tracked, dict[str, str], dict[str, np.dtype[Any] | None]]] = []
         for node, obj in zip(live.nodes, live.objects):
-            values = {}
+            view = track(obj)
+            expected = view.expected_tensors()
+            keys, casts = {}, {}
             for attribute, key in node.attributes.items():
                 stored = _mapped_name(name_map, key)
                 if stored is not None and stored in reader:
-                    values[attribute] = reader.read_tensor(stored)
+                    keys[attribute] = stored
+                    if attribute in expected:
+                        casts[attribute] = fitted_dtype(reader.summary(stored),
+                                                        expected[attribute], cast=cast,
+                                                        key=stored, path=reader.path)
                     by_name.used.add(stored)
                     by_name.restored.add(key)
-            if values:
-                track(obj).restore_tensors(values)
+            if keys:
+                plan.append((view, keys, casts))
+        status = RestoreStatus(root, reader.path, None, by_name)
+        if strict:
+            status.assert_values_matched()
+        for view, keys, casts in plan:
+            values = {attribute: reader.read_tensor(k) for attribute, k in keys.items()}
+            view.restore_tensors(cast_values(values, casts))
     finally:
         reader.close()
-    return RestoreStatus(root, reader.path, None, by_name)
+    return status
 
 
 def _restored_slot_objects(objects: list[object], matched: set[int]) -> set[int]:

@@ -10,6 +10,13 @@ through these methods, all optional, all public:
     Its own values to save, by attribute name (a variable's ``value``).
 ``ocf_restore_tensors(values: Mapping[str, numpy.ndarray]) -> None``
     Take saved values back (only the names the checkpoint has).
+``ocf_expected_tensors() -> Mapping[str, tuple[tuple[int, ...], numpy.dtype, str]]``
+    The shape and dtype each restored value must have, and a word for the
+    target in messages ("Parameter"), by attribute name (names it leaves
+    out take any value). A restore checks every value of
+    every object against these before it hands over the first one, so a
+    mismatch leaves every object as it was; with ``cast=True`` values of
+    another dtype are cast to the expected one first.
 ``ocf_metadata() -> Mapping[str, MetadataValue]`` and
 ``ocf_restore_metadata(values) -> None``
     Non-tensor state: hyperparameters, Python scalars, step numbers.
@@ -55,13 +62,17 @@ from ocf.format.errors import InvalidError
 from ocf.format.metadata import MetadataValue
 
 VALUE = "value"
+# The shape and dtype a restored value must have, and what the target is, for
+# messages ("Parameter"): ocf_expected_tensors.
+Expected = tuple[tuple[int, ...], np.dtype[Any], str]
 _SCALARS = (bool, int, float, str, bytes, type(None))
 
 
 # The protocol's parts: an object defining any method of a part provides the
 # whole part, so a value is never saved by one object and restored by another.
 _PARTS: tuple[tuple[str, ...], ...] = (
-    ("ocf_type_name",), ("ocf_children",), ("ocf_tensors", "ocf_restore_tensors"),
+    ("ocf_type_name",), ("ocf_children",),
+    ("ocf_tensors", "ocf_restore_tensors", "ocf_expected_tensors"),
     ("ocf_metadata", "ocf_restore_metadata"), ("ocf_slots", "ocf_restore_slot"))
 _PART_OF = {method: part for part in _PARTS for method in part}
 
@@ -102,6 +113,10 @@ class Tracked:
         method = self._method("ocf_restore_tensors")
         if method is not None:
             method(values)
+
+    def expected_tensors(self) -> Mapping[str, Expected]:
+        expected: Mapping[str, Expected] = self._call("ocf_expected_tensors", {})
+        return expected
 
     def metadata(self) -> Mapping[str, MetadataValue]:
         metadata: Mapping[str, MetadataValue] = self._call("ocf_metadata", {})
@@ -159,6 +174,9 @@ class _ArrayAdapter:
     def ocf_restore_tensors(self, values: Mapping[str, np.ndarray]) -> None:
         if VALUE in values:
             assign_in_place(self.array, values[VALUE])
+
+    def ocf_expected_tensors(self) -> Mapping[str, Expected]:
+        return {VALUE: (self.array.shape, self.array.dtype, "array")}
 
 
 class _DictAdapter:
@@ -315,6 +333,9 @@ class Variable:
     def ocf_restore_tensors(self, values: Mapping[str, np.ndarray]) -> None:
         if VALUE in values:
             assign_in_place(self.value, values[VALUE])
+
+    def ocf_expected_tensors(self) -> Mapping[str, Expected]:
+        return {VALUE: (self.value.shape, self.value.dtype, "ocf.Variable")}
 
     def __repr__(self) -> str:
         return f"ocf.Variable({self.value!r})"

@@ -41,10 +41,10 @@ import numpy as np
 
 from ocf.format.errors import InvalidError
 from ocf.format.metadata import MetadataValue
-from ocf.objects.tracking import VALUE, attached, escape_name
+from ocf.objects.tracking import VALUE, Expected, attached, escape_name
 from ocf.torch import extra_state
 from ocf.torch._framework import torch
-from ocf.torch.tensors import from_numpy, is_uninitialized, to_numpy
+from ocf.torch.tensors import TORCH_TO_OCF, from_numpy, is_uninitialized, ocf_dtype, to_numpy
 
 nn = torch.nn
 _NAMESPACES = (("torch.nn", torch.nn), ("torch.optim", torch.optim))
@@ -72,6 +72,14 @@ class TensorNode:
     def ocf_restore_tensors(self, values: Mapping[str, np.ndarray]) -> None:
         if VALUE in values:
             assign(self.tensor, from_numpy(values[VALUE]))
+
+    def ocf_expected_tensors(self) -> Mapping[str, Expected]:
+        if is_uninitialized(self.tensor) or self.tensor.dtype not in TORCH_TO_OCF:
+            return {}  # a lazy parameter takes its shape from the checkpoint
+        numpy = ocf_dtype(self.tensor.dtype).numpy
+        if numpy is None:
+            return {}
+        return {VALUE: (tuple(self.tensor.shape), numpy, type(self.tensor).__name__)}
 
 
 def assign(target: torch.Tensor, value: torch.Tensor) -> None:

@@ -1,0 +1,191 @@
+"""Restores that fail loudly and never half-apply: strictness, all-or-nothing, one dtype policy.
+
+Every object restore (``ocf.restore``, ``Checkpoint.restore``, the adapters'
+``restore``) is strict unless ``partial=True``, checks every value before it
+copies the first, and refuses a dtype other than the target's unless
+``cast=True``. Each test here failed on the code before these rules.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import ocf
+import ocf.jax
+import ocf.numpy
+import ocf.torch
+
+
+def trained_net(seed: int = 0) -> tuple[nn.Sequential, torch.optim.Adam]:
+    torch.manual_seed(seed)
+    net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    optimizer = torch.optim.Adam(net.parameters(), lr=0.01)
+    net(torch.ones(3, 4)).sum().backward()
+    optimizer.step()
+    return net, optimizer
+
+
+def snapshot(net: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, bytes]:
+    """Every parameter's and optimizer state tensor's bytes, by name."""
+    out = {f"param/{k}": v.detach().numpy().tobytes() for k, v in net.state_dict().items()}
+    for i, state in enumerate(optimizer.state.values()):
+        for name, value in state.items():
+            out[f"state/{i}/{name}"] = value.detach().numpy().tobytes()
+    out["param_groups"] = repr(optimizer.state_dict()["param_groups"]).encode()
+    return out
+
+
+# -- the objects are never mixed with options ------------------------------------------
+
+def test_objects_given_as_keywords_are_a_type_error_not_objects(tmp_path: Path) -> None:
+    net, optimizer = trained_net()
+    path = ocf.torch.save(tmp_path / "o.ocf", {"model": net, "optimizer": optimizer})
+    with pytest.raises(TypeError, match="unexpected keyword argument 'model'"):
+        ocf.torch.restore(path, model=net, optimzer=optimizer)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="strict"):
+        ocf.torch.restore(path, {"model": net}, strict=True)  # type: ignore[call-arg]
+
+
+def test_a_typo_in_an_object_name_fails_naming_both_sides_and_the_file(tmp_path: Path) -> None:
+    net, optimizer = trained_net()
+    path = ocf.torch.save(tmp_path / "o.ocf", {"model": net, "optimizer": optimizer})
+    fresh, fresh_optimizer = trained_net(seed=1)
+    with pytest.raises(ocf.RestoreMismatchError) as caught:
+        ocf.torch.restore(path, {"model": fresh, "optimzer": fresh_optimizer})
+    message = str(caught.value)
+    assert message.startswith(f"INVALID: {path}: 12 checkpoint objects holding tensors "
+                              "matched no object: 'optimizer/.slot/model/0/bias/exp_avg'")
+    assert "; 12 objects holding tensors have no value in the checkpoint: 'optimzer/" in message
+
+
+# -- strict unless partial ---------------------------------------------------------------
+
+def test_a_model_with_an_extra_layer_is_refused_unless_partial(tmp_path: Path) -> None:
+    net, _ = trained_net()
+    path = ocf.torch.save(tmp_path / "m.ocf", {"model": net})
+    bigger = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2), nn.Linear(2, 2))
+    with pytest.raises(ocf.RestoreMismatchError, match=r"m\.ocf.*'model/3/weight'"):
+        ocf.torch.restore(path, {"model": bigger})
+    ocf.torch.restore(path, {"model": bigger}, partial=True)
+    assert torch.equal(bigger[0].weight, net[0].weight)
+
+
+def test_a_model_with_a_missing_layer_is_refused_unless_partial(tmp_path: Path) -> None:
+    net, _ = trained_net()
+    path = ocf.torch.save(tmp_path / "m.ocf", {"model": net})
+    smaller = nn.Sequential(nn.Linear(4, 8))
+    before = smaller[0].weight.detach().clone()
+    with pytest.raises(ocf.RestoreMismatchError, match=r"'model/2/weight'"):
+        ocf.torch.restore(path, {"model": smaller})
+    assert torch.equal(smaller[0].weight, before)  # the refusal changed nothing
+    status = ocf.torch.restore(path, {"model": smaller}, partial=True)
+    assert torch.equal(smaller[0].weight, net[0].weight)
+    assert status.unmatched_checkpoint_paths(holding_values=True) == ["model/2/bias",
+                                                                      "model/2/weight"]
+
+
+def test_checkpoint_restore_and_ocf_restore_are_strict_by_default(tmp_path: Path) -> None:
+    state = {"w": np.arange(3.0), "b": np.ones(2)}
+    path = ocf.Checkpoint(**state).save(tmp_path / "ckpt")
+    with pytest.raises(ocf.RestoreMismatchError, match="'b'"):
+        ocf.Checkpoint(w=np.zeros(3)).restore(path)
+    flat_path = ocf.numpy.save(tmp_path / "s.ocf", state)
+    with pytest.raises(ocf.RestoreMismatchError, match="'extra'"):
+        ocf.restore({"w": np.zeros(3), "b": np.zeros(2), "extra": np.zeros(1)}, flat_path)
+    ocf.Checkpoint(w=np.zeros(3)).restore(path, partial=True)
+
+
+# -- all or nothing --------------------------------------------------------------------
+
+def test_a_restore_failing_on_the_last_layer_leaves_model_and_optimizer_untouched(
+        tmp_path: Path) -> None:
+    net, optimizer = trained_net()
+    path = ocf.torch.save(tmp_path / "o.ocf", {"model": net, "optimizer": optimizer})
+    torch.manual_seed(5)
+    other = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))  # last layer differs
+    other_optimizer = torch.optim.Adam(other.parameters(), lr=0.5)
+    other(torch.ones(3, 4)).sum().backward()
+    other_optimizer.step()
+    before = snapshot(other, other_optimizer)
+    with pytest.raises(ocf.InvalidError, match=r"o\.ocf: tensor 'model/2/weight/\.value': "
+                       r"cannot restore a tensor of shape \[2, 8\] into a Parameter of shape "
+                       r"\[3, 8\]"):
+        ocf.torch.restore(path, {"model": other, "optimizer": other_optimizer})
+    assert snapshot(other, other_optimizer) == before
+
+
+def test_a_numpy_restore_failing_on_one_array_changes_no_array(tmp_path: Path) -> None:
+    path = ocf.numpy.save(tmp_path / "s.ocf", {"a": np.arange(4.0), "z": np.ones((2, 2))})
+    target = {"a": np.zeros(4), "z": np.zeros((3, 3))}
+    with pytest.raises(ocf.InvalidError, match=r"tensor 'z/\.value'.*shape \[2, 2\]"):
+        ocf.numpy.restore(path, target)
+    assert target["a"].tolist() == [0.0] * 4
+
+
+def test_a_strictness_failure_changes_nothing_either(tmp_path: Path) -> None:
+    path = ocf.numpy.save(tmp_path / "s.ocf", {"a": np.arange(4.0), "b": np.ones(2)})
+    target = {"a": np.zeros(4)}
+    with pytest.raises(ocf.RestoreMismatchError, match="'b'"):
+        ocf.numpy.restore(path, target)
+    assert target["a"].tolist() == [0.0] * 4
+
+
+# -- one dtype policy ----------------------------------------------------------------------
+
+def test_torch_refuses_a_float32_checkpoint_for_a_float16_model_unless_cast(
+        tmp_path: Path) -> None:
+    net, _ = trained_net()
+    path = ocf.torch.save(tmp_path / "m.ocf", {"model": net})
+    half = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2)).half()
+    before = half[0].weight.detach().clone()
+    with pytest.raises(ocf.InvalidError, match=r"the checkpoint holds float32, the Parameter is "
+                       r"float16: restore\(\.\.\., cast=True\) casts"):
+        ocf.torch.restore(path, {"model": half})
+    assert torch.equal(half[0].weight, before)
+    ocf.torch.restore(path, {"model": half}, cast=True)
+    assert torch.equal(half[0].weight, net[0].weight.half())
+
+
+def test_numpy_and_jax_follow_the_same_dtype_policy(tmp_path: Path) -> None:
+    path = ocf.numpy.save(tmp_path / "s.ocf", {"w": np.arange(3, dtype=np.float32)})
+    half = {"w": np.zeros(3, np.float16)}
+    with pytest.raises(ocf.InvalidError, match="cast=True"):
+        ocf.numpy.restore(path, half)
+    ocf.numpy.restore(path, half, cast=True)
+    assert half["w"].dtype == np.float16
+    assert half["w"].tolist() == [0.0, 1.0, 2.0]
+
+    with pytest.raises(ocf.InvalidError, match="float16"):
+        ocf.jax.restore(path, {"w": jnp.zeros(3, jnp.float16)})
+    restored = ocf.jax.restore(path, {"w": jnp.zeros(3, jnp.float16)}, cast=True)
+    assert restored["w"].dtype == jnp.float16
+    assert restored["w"].tolist() == [0.0, 1.0, 2.0]
+
+
+# -- the error hierarchy and the status -------------------------------------------------------
+
+def test_restore_mismatch_is_an_ocf_error_and_an_assertion_error_naming_the_file(
+        tmp_path: Path) -> None:
+    path = ocf.numpy.save(tmp_path / "s.ocf", {"a": np.arange(2.0)})
+    status = ocf.numpy.restore(path, {"a": np.zeros(2), "b": np.zeros(1)}, partial=True)
+    with pytest.raises(ocf.OCFError) as caught:
+        status.assert_consumed()
+    assert isinstance(caught.value, AssertionError)
+    assert isinstance(caught.value, ocf.RestoreMismatchError)
+    assert caught.value.path == str(path)
+    assert str(caught.value).startswith(f"INVALID: {path}: 1 objects have no value")
+
+
+def test_restore_status_repr_counts_matched_and_unmatched(tmp_path: Path) -> None:
+    path = ocf.numpy.save(tmp_path / "s.ocf", {"a": np.arange(2.0), "b": np.ones(1)})
+    status = ocf.numpy.restore(path, {"a": np.zeros(2), "c": np.zeros(1)}, partial=True)
+    text = repr(status)
+    assert text.startswith(f"<RestoreStatus of {str(path)!r} (by structure): ")
+    assert "1 objects without value" in text
+    assert "1 checkpoint values unmatched" in text
