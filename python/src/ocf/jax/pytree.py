@@ -129,11 +129,44 @@ class Scalar:
         return self.value
 
 
+class ScalarTarget:
+    """A Python number of a restore target, as the receiver of a 0-d tensor the
+    checkpoint holds in its place: a step counter that a jitted update turned into
+    an array (Flax's ``TrainState.step``) restores into a fresh state's ``0``."""
+
+    __slots__ = ("holder", "path", "view")
+    ocf_type_name = "jax.Array"
+
+    def __init__(self, view: TreeView, path: str, holder: Scalar) -> None:
+        self.view = view
+        self.path = path
+        self.holder = holder
+
+    def ocf_tensors(self) -> Mapping[str, np.ndarray]:
+        return {VALUE: np.asarray(self.holder.value)}  # what a restore by name derives keys from
+
+    def ocf_restore_tensors(self, values: Mapping[str, np.ndarray]) -> None:
+        if VALUE not in values:
+            return
+        value = values[VALUE]
+        current = self.holder.value
+        kind: type[bool | int | float] = type(current) if isinstance(current, bool | int | float) \
+            else float
+        number = value.item() if value.shape == () else None
+        if number is None or not isinstance(number, bool | int | float) or \
+                kind(number) != number:
+            shown = repr(number) if number is not None else f"a tensor of shape {list(value.shape)}"
+            raise InvalidError(f"the checkpoint holds {shown} for {self.path!r}, which a "
+                               f"Python {kind.__name__} cannot hold exactly", path=self.view.file)
+        self.holder.value = kind(number)
+        self.view.dirty = True
+
+
 class Container:
     """A pytree node: children by edge name, scalar leaves as metadata, slots."""
 
-    __slots__ = ("children", "path", "scalars", "slot_targets", "slots", "source", "type_name",
-                 "view")
+    __slots__ = ("children", "path", "scalar_targets", "scalars", "slot_targets", "slots",
+                 "source", "type_name", "view")
 
     def __init__(self, view: TreeView, path: str, source: Any) -> None:
         self.view = view
@@ -144,6 +177,9 @@ class Container:
             f"{cls.__module__}.{cls.__qualname__}"
         self.children: dict[str, Container | Leaf] = {}
         self.scalars: dict[str, Scalar | None] = {}  # None for a None leaf
+        # Restoring only: numeric scalars as children, for checkpoints holding them as
+        # 0-d tensors (ScalarTarget).
+        self.scalar_targets: dict[str, ScalarTarget] = {}
         self.slots: list[tuple[Leaf, str, Leaf]] = []
         # (id(variable), slot name) -> what takes a restored slot: the slot's leaf,
         # or what a translation routes a slot saved under another name to
@@ -154,6 +190,8 @@ class Container:
         return self.type_name
 
     def ocf_children(self) -> Mapping[str, object]:
+        if self.scalar_targets:
+            return {**self.scalar_targets, **self.children}
         return self.children
 
     def ocf_metadata(self) -> Mapping[str, MetadataValue]:
@@ -284,6 +322,9 @@ class TreeView:
             holder = Scalar(child)
             self.holders.append(holder)
             container.scalars[name] = holder
+            if self.restoring and isinstance(child, bool | int | float):
+                container.scalar_targets[name] = ScalarTarget(self, join(container.path, name),
+                                                              holder)
         else:
             proxy = self._proxy(child, join(container.path, name))
             assert proxy is not None
