@@ -189,3 +189,22 @@ def test_restore_status_repr_counts_matched_and_unmatched(tmp_path: Path) -> Non
     assert text.startswith(f"<RestoreStatus of {str(path)!r} (by structure): ")
     assert "1 objects without value" in text
     assert "1 checkpoint values unmatched" in text
+
+
+# -- the other API, named ----------------------------------------------------------------------
+
+def test_a_flat_checkpoint_given_to_the_object_api_points_to_load_file(tmp_path: Path) -> None:
+    net, _ = trained_net()
+    path = tmp_path / "flat.ocf"
+    ocf.torch.save_file(net.state_dict(), path)
+    with pytest.raises(ocf.RestoreMismatchError, match=r"flat\.ocf: .*no object graph .*"
+                       r"load_file \(or ocf\.torch\.load_model\)"):
+        ocf.torch.restore(path, {"model": trained_net(seed=1)[0]})
+
+
+def test_an_object_checkpoint_given_to_load_model_points_to_restore(tmp_path: Path) -> None:
+    net, _ = trained_net()
+    path = ocf.torch.save(tmp_path / "objects.ocf", {"model": net})
+    with pytest.raises(ocf.NotFoundError, match=r"objects\.ocf: .*object-based checkpoint "
+                       r".*ocf\.torch\.restore\(path"):
+        ocf.torch.load_model(trained_net(seed=1)[0], path)

@@ -421,13 +421,28 @@ def _restore_by_name(root: object, reader: Source, name_map: NameMap | None, str
                 plan.append((view, keys, casts))
         status = RestoreStatus(root, reader.path, None, by_name)
         if strict:
-            status.assert_values_matched()
+            _judge_by_name(status, name_map)
         for view, keys, casts in plan:
             values = {attribute: reader.read_tensor(k) for attribute, k in keys.items()}
             view.restore_tensors(cast_values(values, casts))
     finally:
         reader.close()
     return status
+
+
+# Where a restore by name that matched nothing sends the caller.
+_FLAT_HINT = ("this checkpoint has no object graph (save_file or a Saver wrote it), so its "
+              "tensors are matched by key: read it with load_file (or "
+              "ocf.torch.load_model), or give name_map= to map keys")
+
+
+def _judge_by_name(status: RestoreStatus, name_map: NameMap | None) -> None:
+    try:
+        status.assert_values_matched()
+    except RestoreMismatchError as exc:
+        if name_map is not None or exc.path is None:
+            raise
+        raise RestoreMismatchError(f"{exc.detail}; {_FLAT_HINT}", path=exc.path) from None
 
 
 def _restored_slot_objects(objects: list[object], matched: set[int]) -> set[int]:

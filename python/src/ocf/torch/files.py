@@ -100,6 +100,14 @@ def place(tensor: torch.Tensor, key: str, device: Device) -> torch.Tensor:
     return tensor if target.type == "cpu" else tensor.to(target)
 
 
+def _object_hint(reader: Reader) -> str:
+    """Where a flat load of an object-based checkpoint should have gone."""
+    if reader.index.graph_message is None:
+        return ""
+    return ("; this is an object-based checkpoint (ocf.torch.save, ocf.Checkpoint): restore "
+            "it with ocf.torch.restore(path, {\"model\": model, ...})")
+
+
 def save_model(model: torch.nn.Module, path: str | os.PathLike[str], *,
                metadata: Mapping[str, object] | None = None, **options: object) -> None:
     """Save ``model.state_dict()`` as a flat (name-based) checkpoint."""
@@ -123,8 +131,8 @@ def load_model(model: torch.nn.Module, path: str | os.PathLike[str], *, strict: 
         unexpected = [key for key in reader if key not in expected]
         if strict and missing:
             raise NotFoundError(f"the model's state has {len(missing)} keys the checkpoint "
-                                f"lacks: {', '.join(missing[:20])}", path=reader.path,
-                                key=missing[0])
+                                f"lacks: {', '.join(missing[:20])}{_object_hint(reader)}",
+                                path=reader.path, key=missing[0])
         if strict and unexpected:
             raise InvalidError(f"the checkpoint has {len(unexpected)} keys the model lacks: "
                                f"{', '.join(unexpected[:20])}", path=reader.path,
