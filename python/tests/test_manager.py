@@ -37,11 +37,11 @@ from s3server import S3Server
 import ocf
 from ocf.format.async_save import then
 from ocf.format.container import INDEX_FILE_NAME
-from ocf.objects.manager import (
+from ocf.objects.manager import Saveable
+from ocf.objects.state_file import (
     MAX_STATE_BYTES,
     STATE_FILE_NAME,
     CheckpointState,
-    Saveable,
     read_state,
     write_state,
 )

@@ -25,10 +25,11 @@ from ocf.format.reader import Reader
 from ocf.format.writer import Writer
 from ocf.numpy import load_file, open, save_file
 from ocf.objects.checkpoint import Checkpoint
-from ocf.objects.manager import CheckpointManager, latest_checkpoint
+from ocf.objects.manager import CheckpointManager
 from ocf.objects.restoring import RestoreMismatchError, RestoreStatus, restore
 from ocf.objects.saver import Saver, list_variables, load_variable
 from ocf.objects.saving import write
+from ocf.objects.state_file import latest_checkpoint
 from ocf.objects.tracking import Module, Variable
 
 __all__ = [

@@ -1,5 +1,7 @@
 """Checkpoint management: numbered checkpoints in one directory, like
-tf.train.CheckpointManager, and :func:`latest_checkpoint` to find the newest.
+tf.train.CheckpointManager (the state file it keeps, and
+:func:`~ocf.objects.state_file.latest_checkpoint` to find the newest, are in
+:mod:`ocf.objects.state_file`).
 
 A manager saves ``<directory>/<checkpoint_name>-<number>`` through the
 object it manages (any :class:`Saveable`), records them in the state file
@@ -55,15 +57,13 @@ all three steps; the next save waits for them too.
 
 from __future__ import annotations
 
-import json
 import math
 import operator
 import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Literal, Protocol, SupportsIndex, TypeAlias, overload, runtime_checkable
 
 from ocf.format.async_save import SaveHandle, then
@@ -72,21 +72,19 @@ from ocf.format.commit import (
 )
 from ocf.format.errors import (
     InvalidError,
-    LimitExceededError,
-    MalformedError,
-    OCFError,
-    UnsupportedVersionError,
 )
-from ocf.format.reader import Reader
 from ocf.format.storage.backend import backend_of
 from ocf.format.storage.location import StorageOptions, join_path, locate
+from ocf.objects.state_file import (
+    STATE_FILE_NAME,
+    CheckpointState,
+    StrPath,
+    check_name,
+    first_intact,
+    read_state,
+    write_state,
+)
 
-STATE_FILE_NAME = "checkpoint.json"
-STATE_FORMAT = "ocf-checkpoint-state"
-STATE_VERSION = 1
-MAX_STATE_BYTES = 1 << 20
-
-StrPath: TypeAlias = "str | os.PathLike[str]"
 # Something whose value is the current training step: a callable returning it, or
 # an object with __index__ whose value changes (e.g. a 0-d integer NumPy array).
 StepCounter: TypeAlias = "Callable[[], SupportsIndex] | SupportsIndex"
@@ -118,170 +116,6 @@ class Saveable(Protocol):
     def restore(self, path: str) -> object:
         """Restore from the checkpoint at ``path``; return a status object."""
         ...
-
-
-# -- the state file -------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CheckpointState:
-    """The content of ``checkpoint.json``: names relative to its directory."""
-
-    latest: str
-    names: tuple[str, ...]  # oldest first
-    timestamps: tuple[float, ...]  # unix seconds, one per name
-    last_preserved_timestamp: float
-
-    def to_json(self) -> bytes:
-        document = {
-            "format": STATE_FORMAT,
-            "version": STATE_VERSION,
-            "latest": self.latest,
-            "all": list(self.names),
-            "timestamps": list(self.timestamps),
-            "last_preserved_timestamp": self.last_preserved_timestamp,
-        }
-        return (json.dumps(document, indent=1, allow_nan=False) + "\n").encode("utf-8")
-
-
-def check_name(name: object, path: StrPath, what: str = "checkpoint name") -> str:
-    """``name`` if it is a plain file name inside the directory, else InvalidError."""
-    if not isinstance(name, str):
-        raise InvalidError(f"{what} must be a string, got {type(name).__name__}", path=path)
-    bad = (name in ("", ".", "..") or "\0" in name or "/" in name or "\\" in name
-           or os.path.isabs(name) or (os.altsep is not None and os.altsep in name))
-    if bad:
-        raise InvalidError(f"{what} {name!r} is not a plain file name inside the directory",
-                           path=path)
-    return name
-
-
-def _reject_duplicate_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    result = dict(pairs)
-    if len(result) != len(pairs):
-        raise ValueError("an object has a duplicate key")
-    return result
-
-
-def _reject_constant(name: str) -> object:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _decode(data: bytes, path: StrPath) -> object:
-    try:
-        return json.loads(data.decode("utf-8"), object_pairs_hook=_reject_duplicate_keys,
-                          parse_constant=_reject_constant)
-    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
-        raise MalformedError(f"state file is not valid UTF-8 JSON: {exc}", path=path) from None
-
-
-def _number(value: object, what: str, path: StrPath) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InvalidError(f"{what} must be a finite number, got {value!r:.40}", path=path)
-    return float(value)
-
-
-def _list(document: dict[str, object], key: str, path: StrPath) -> list[object]:
-    value = document.get(key)
-    if not isinstance(value, list):
-        raise InvalidError(f"field {key!r} must be a list, got {type(value).__name__}",
-                           path=path)
-    return value
-
-
-def _check_header(document: object, path: StrPath) -> dict[str, object]:
-    if not isinstance(document, dict):
-        raise InvalidError("state file must hold a JSON object", path=path)
-    if document.get("format") != STATE_FORMAT:
-        raise InvalidError(f"field 'format' must be {STATE_FORMAT!r}", path=path)
-    version = document.get("version")
-    if isinstance(version, bool) or not isinstance(version, int):
-        raise InvalidError("field 'version' must be an integer", path=path)
-    if version != STATE_VERSION:
-        raise UnsupportedVersionError(f"state file version {version}; this reader reads "
-                                      f"version {STATE_VERSION}", path=path)
-    return document
-
-
-def parse_state(data: bytes, path: StrPath) -> CheckpointState:
-    """Decode and check the bytes of a state file; OCFError naming ``path`` if bad."""
-    document = _check_header(_decode(data, path), path)
-    latest = check_name(document.get("latest"), path, "field 'latest'")
-    names = tuple(check_name(n, path, "entry of 'all'") for n in _list(document, "all", path))
-    if len(set(names)) != len(names):
-        raise InvalidError("field 'all' names a checkpoint twice", path=path)
-    timestamps = tuple(_number(t, "timestamp", path)
-                       for t in _list(document, "timestamps", path))
-    if len(timestamps) != len(names):
-        raise InvalidError(f"{len(timestamps)} timestamps for {len(names)} checkpoints",
-                           path=path)
-    preserved = _number(document.get("last_preserved_timestamp"),
-                        "field 'last_preserved_timestamp'", path)
-    return CheckpointState(latest, names, timestamps, preserved)
-
-
-def read_state(directory: StrPath, storage_options: StorageOptions | None = None
-               ) -> CheckpointState | None:
-    """The checked state file of ``directory``, or None if it has none."""
-    path = locate(directory, storage_options) / STATE_FILE_NAME
-    data = backend_of(path).read_small(path, MAX_STATE_BYTES)
-    return None if data is None else parse_state(data, path)
-
-
-def write_state(directory: StrPath, state: CheckpointState,
-                storage_options: StorageOptions | None = None) -> None:
-    """Replace the state file of ``directory`` atomically and durably."""
-    target = locate(directory, storage_options) / STATE_FILE_NAME
-    data = state.to_json()
-    if len(data) > MAX_STATE_BYTES:  # never write what read_state would refuse
-        raise LimitExceededError(f"state file would be {len(data)} bytes, above the limit of "
-                                 f"{MAX_STATE_BYTES}; lower max_to_keep", path=target)
-    backend_of(target).write_small(target, data)  # temporary file, fsync, rename; or a PUT
-
-
-# -- finding the latest checkpoint ----------------------------------------------
-
-
-def _opens(path: str, storage_options: StorageOptions | None) -> bool:
-    """True if ``path`` is a committed checkpoint.
-
-    Opening reads and checks only the footer and the index (CRC-32C and
-    structure) and checks every shard's presence and length; tensor bytes
-    are not read, so this costs about the index's size, not the model's.
-    """
-    try:
-        Reader(path, storage_options=storage_options).close()
-    except (OCFError, OSError):
-        return False
-    return True
-
-
-def _newest_first(state: CheckpointState) -> Iterator[str]:
-    yield state.latest
-    yield from (name for name in reversed(state.names) if name != state.latest)
-
-
-def _first_intact(directory: str, state: CheckpointState,
-                  storage_options: StorageOptions | None) -> str | None:
-    for name in _newest_first(state):
-        if _opens(join_path(directory, name), storage_options):
-            return name
-    return None
-
-
-def latest_checkpoint(directory: StrPath, storage_options: StorageOptions | None = None
-                      ) -> str | None:
-    """The path of the newest checkpoint of ``directory``'s state file that opens.
-
-    The state's ``latest`` if it opens, else the newest entry of its list
-    that does; None without a state file or when none opens. A state file
-    that is not well formed raises an OCFError naming it. ``directory`` may
-    be a URL (``s3://bucket/run``), whose ``storage_options`` go to fsspec.
-    """
-    directory = os.fspath(directory)
-    state = read_state(directory, storage_options)
-    name = None if state is None else _first_intact(directory, state, storage_options)
-    return None if name is None else join_path(directory, name)
 
 
 # -- the manager ----------------------------------------------------------------
@@ -375,7 +209,7 @@ class CheckpointManager:
             timestamp = min(timestamp, now)
             if timestamp > self._last_preserved and self._exists(name):
                 self._entries[name] = timestamp
-        self._latest = _first_intact(self._directory, state, self._storage_options)
+        self._latest = first_intact(self._directory, state, self._storage_options)
 
     def _exists(self, name: str) -> bool:
         return self._storage.exists(self._where / name)
