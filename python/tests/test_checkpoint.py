@@ -469,6 +469,7 @@ def test_checkpoint_manager_keeps_the_newest_and_resumes_a_fresh_program(tmp_pat
     assert ocf.latest_checkpoint(tmp_path) == str(tmp_path / "ckpt-4")
 
     fresh_model, fresh_optimizer = Dense(2, name="fresh"), Momentum()
+    manager.close()  # the first program ends
     fresh = ocf.CheckpointManager(ocf.Checkpoint(model=fresh_model, optimizer=fresh_optimizer),
                                   tmp_path, max_to_keep=2)
     # partial: the fresh model builds its weights (and receives them) on first use.

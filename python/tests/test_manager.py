@@ -254,6 +254,7 @@ def test_keep_checkpoint_every_n_hours_preserves_one_per_period(tmp_path: Path) 
     assert state["last_preserved_timestamp"] == 1000.0 + 2 * HOUR
 
     # A new manager (without the hours rule) never deletes the preserved ones.
+    manager.close()
     reopened = ocf.CheckpointManager(checkpoint, tmp_path, max_to_keep=1, clock=clock)
     assert names(reopened.checkpoints) == ["ckpt-6", "ckpt-7"]
     clock.now += HOUR
@@ -269,6 +270,7 @@ def test_a_clock_that_went_back_never_deletes_early(tmp_path: Path) -> None:
                                     keep_checkpoint_every_n_hours=1, clock=clock)
     save_numbered(manager, checkpoint)
     clock.now = 10 * HOUR  # the next process starts with a clock far behind
+    manager.close()
     reopened = ocf.CheckpointManager(checkpoint, tmp_path, max_to_keep=1,
                                      keep_checkpoint_every_n_hours=1, clock=clock)
     # As in TensorFlow: what was saved "in the future" leaves the managed set and is
@@ -314,6 +316,7 @@ def test_restore_or_initialize_sets_the_interval_start(tmp_path: Path) -> None:
                                   step_counter=counter, checkpoint_interval=10)
     current["step"] = next(steps)
     assert first.save() is not None
+    first.close()
     second = ocf.CheckpointManager(ArrayCheckpoint(), tmp_path, step_counter=counter,
                                    checkpoint_interval=10)
     current["step"] = next(steps)
@@ -334,6 +337,7 @@ def test_a_reopened_manager_continues_where_the_last_one_stopped(tmp_path: Path)
         save_numbered(manager, first)
 
     second = ArrayCheckpoint()
+    manager.close()  # the first program ends: its writer lock goes with it
     reopened = ocf.CheckpointManager(second, tmp_path, max_to_keep=2)
     assert reopened.latest_checkpoint == str(tmp_path / "ckpt-3")
     assert names(reopened.checkpoints) == ["ckpt-2", "ckpt-3"]
@@ -762,6 +766,59 @@ def test_a_save_publishes_the_checkpoint_then_the_state_then_deletes(tmp_path: P
     deleted = _index(calls, 0, unlinked(old), "unlink of ckpt-2")
     assert durable < deleted, "ckpt-2 was deleted before the state naming ckpt-3 was durable"
     _index(calls, deleted, renamed_to(state), "rename of the state file without ckpt-2")
+
+
+# -- one writer per directory ------------------------------------------------------
+
+HOLDER = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, sys.argv[1])
+    import ocf
+    from test_manager import ArrayCheckpoint, values_for
+
+    manager = ocf.CheckpointManager(ArrayCheckpoint(values_for(1)), sys.argv[2])
+    manager.save()
+    print("holding", flush=True)
+    time.sleep(600)
+""")
+
+
+def test_a_second_process_saving_into_the_directory_is_refused_until_the_holder_dies(
+        tmp_path: Path) -> None:
+    with subprocess.Popen([sys.executable, "-c", HOLDER, str(TESTS_DIR), str(tmp_path)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as holder:
+        _refused_until_killed(holder, tmp_path)
+
+
+def _refused_until_killed(holder: subprocess.Popen[str], tmp_path: Path) -> None:
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "holding", holder.communicate()[1]
+        second = ocf.CheckpointManager(ArrayCheckpoint(values_for(2)), tmp_path)
+        assert second.latest_checkpoint == str(tmp_path / "ckpt-1")  # reading is allowed
+        with pytest.raises(ocf.InvalidError, match=rf"{tmp_path}: another CheckpointManager "
+                           rf"\(process {holder.pid}\) is saving into this directory"):
+            second.save()
+        assert sorted(os.listdir(tmp_path)) == ["checkpoint.json", "ckpt-1"]  # untouched
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=30)
+        assert second.save() == str(tmp_path / "ckpt-1")  # the kill released the lock
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+
+
+def test_two_managers_of_one_program_take_turns_through_close(tmp_path: Path) -> None:
+    first = ocf.CheckpointManager(ArrayCheckpoint(values_for(1)), tmp_path)
+    first.save()
+    with ocf.CheckpointManager(ArrayCheckpoint(values_for(2)), tmp_path) as second:
+        with pytest.raises(ocf.InvalidError, match="of this program"):
+            second.save()
+        first.close()
+        assert second.save() is not None
+    with ocf.CheckpointManager(ArrayCheckpoint(values_for(3)), tmp_path) as third:
+        assert third.save() is not None  # the with block released the second's lock
 
 
 # -- asynchronous saves ------------------------------------------------------------

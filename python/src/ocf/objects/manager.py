@@ -34,8 +34,13 @@ removed after the next successful save.
 The state file is read as hostile input: at most 1 MiB, strict JSON, every
 field type-checked, and every name a plain file name inside the directory.
 
-Only one manager should save into a directory at a time; any number may
-read it (constructing a manager writes nothing).
+One manager at a time saves into a local directory: the first save takes
+the directory's writer lock (:mod:`ocf.format.storage.directory_lock`), held
+until :meth:`CheckpointManager.close` or the end of the process (SIGKILL
+included), and a second manager's save is refused with an error naming the
+holder. Any number may read the directory (constructing a manager writes
+nothing and takes no lock). On an object store there is no such lock: one
+writer per prefix is the caller's duty.
 
 On an object store (``directory`` an ``s3://`` URL, with ``storage_options``
 for fsspec) the same three steps run with uploads for renames
@@ -66,14 +71,14 @@ import time
 from collections.abc import Callable
 from typing import Literal, Protocol, SupportsIndex, TypeAlias, overload, runtime_checkable
 
-from ocf.format.async_save import SaveHandle, then
+from ocf.format.async_save import SaveHandle, then, wait_for_pending
 from ocf.format.commit import (
     TEMP_MARKER,
 )
 from ocf.format.errors import (
     InvalidError,
 )
-from ocf.format.storage.backend import backend_of
+from ocf.format.storage.backend import WriterLock, backend_of
 from ocf.format.storage.location import StorageOptions, join_path, locate
 from ocf.objects.state_file import (
     STATE_FILE_NAME,
@@ -196,6 +201,7 @@ class CheckpointManager:
         # Held while the entries change: an asynchronous save changes them in the
         # background while the training thread may read the properties.
         self._lock = threading.Lock()
+        self._writer_lock: WriterLock | None = None  # taken by the first save
         self._recover(read_state(self._directory, storage_options), clock())
 
     def _recover(self, state: CheckpointState | None, now: float) -> None:
@@ -271,6 +277,7 @@ class CheckpointManager:
         if step is not None and not self._due(step, check_interval):
             return None
         self._make_directory()
+        self._take_writer_lock()
         result = self._write(checkpoint_number, blocking)  # step 1 (atomic by itself)
         timestamp = self._clock()
         if isinstance(result, str):
@@ -312,6 +319,23 @@ class CheckpointManager:
 
     def _make_directory(self) -> None:
         self._storage.make_directory(self._where)
+
+    def _take_writer_lock(self) -> None:
+        if self._writer_lock is None:
+            self._writer_lock = self._storage.lock_writer(self._where)
+
+    def close(self) -> None:
+        """Wait for a background save, then give up the directory's writer lock."""
+        wait_for_pending()
+        lock, self._writer_lock = self._writer_lock, None
+        if lock is not None:
+            lock.release()
+
+    def __enter__(self) -> CheckpointManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _write(self, checkpoint_number: SupportsIndex | None, blocking: bool
                ) -> str | tuple[str, SaveHandle]:

@@ -91,6 +91,12 @@ class Output(Protocol):
         """Drop the file; nothing appears under its final name."""
 
 
+class WriterLock(Protocol):
+    """A held one-writer lock of a directory."""
+
+    def release(self) -> None: ...
+
+
 class Backend(Protocol):
     """The operations on one kind of location that the format and its users need."""
 
@@ -154,6 +160,11 @@ class Backend(Protocol):
     def remove_checkpoint(self, path: Location) -> None:
         """Delete a checkpoint of either form, its index first, so that a deletion
         cut short never leaves something that opens [R-COMMIT-006]."""
+
+    def lock_writer(self, directory: Location) -> WriterLock | None:
+        """Take the one-writer lock of ``directory`` (InvalidError naming the holder
+        when another writer has it), released with the lock or the holder's process;
+        None where the backend has no such lock (object stores)."""
 
 
 def backend_of(location: Location) -> Backend:

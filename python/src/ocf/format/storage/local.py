@@ -32,6 +32,7 @@ from ocf.format.commit import (
 )
 from ocf.format.container import INDEX_FILE_NAME, PREAMBLE, PREAMBLE_SIZE, check_preamble, padding
 from ocf.format.errors import InvalidError, LimitExceededError, MalformedError, NotFoundError
+from ocf.format.storage.directory_lock import DirectoryLock, lock_directory
 from ocf.format.storage.location import Location
 
 # Writes smaller than this are gathered in memory, and written together
@@ -357,6 +358,10 @@ class LocalBackend:
             shutil.rmtree(local, ignore_errors=True)
         else:
             remove_quietly(local)
+
+
+    def lock_writer(self, directory: Location) -> DirectoryLock:
+        return lock_directory(_local(directory))
 
 
 LOCAL = LocalBackend()

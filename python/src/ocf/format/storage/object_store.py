@@ -93,5 +93,10 @@ class ObjectStoreBackend:
     def remove_checkpoint(self, path: Location) -> None:
         remove_checkpoint(_object(path))
 
+    def lock_writer(self, directory: Location) -> None:
+        # fsspec offers no lock that dies with its holder, and a lease object would
+        # need a clock both writers trust: one writer per prefix is the caller's duty.
+        return None
+
 
 OBJECT_STORE = ObjectStoreBackend()
