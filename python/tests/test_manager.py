@@ -768,6 +768,69 @@ def test_a_save_publishes_the_checkpoint_then_the_state_then_deletes(tmp_path: P
     _index(calls, deleted, renamed_to(state), "rename of the state file without ckpt-2")
 
 
+# -- keeping the best ---------------------------------------------------------------
+
+LOSSES = [0.5, 0.2, 0.9, 0.1, 0.7, 0.3]
+
+
+def save_with_losses(manager: ocf.CheckpointManager, checkpoint: ArrayCheckpoint,
+                     losses: list[float]) -> None:
+    for loss in losses:
+        checkpoint.arrays = values_for(checkpoint.save_counter + 1)
+        assert manager.save(metrics={"loss": loss}) is not None
+
+
+def test_best_fn_keeps_the_latest_and_the_best_ranked_others(tmp_path: Path) -> None:
+    checkpoint = ArrayCheckpoint()
+    manager = ocf.CheckpointManager(checkpoint, tmp_path, max_to_keep=3,
+                                    best_fn=lambda m: m["loss"], best_mode="min")
+    save_with_losses(manager, checkpoint, LOSSES)
+    # ckpt-6 is the latest; of the others, ckpt-4 (0.1) and ckpt-2 (0.2) are the best.
+    assert names(manager.checkpoints) == ["ckpt-2", "ckpt-4", "ckpt-6"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.json", "ckpt-2",
+                                                          "ckpt-4", "ckpt-6"]
+    state = read_state(tmp_path)
+    assert state is not None
+    assert state.metrics == ({"loss": 0.2}, {"loss": 0.1}, {"loss": 0.3})
+
+
+def test_a_reopened_keep_best_manager_ranks_what_the_last_one_saved(tmp_path: Path) -> None:
+    checkpoint = ArrayCheckpoint()
+    with ocf.CheckpointManager(checkpoint, tmp_path, max_to_keep=2,
+                               best_fn=lambda m: m["accuracy"]) as manager:
+        for accuracy in (0.9, 0.4):
+            checkpoint.arrays = values_for(checkpoint.save_counter + 1)
+            manager.save(metrics={"accuracy": accuracy})
+    reopened = ocf.CheckpointManager(checkpoint, tmp_path, max_to_keep=2,
+                                     best_fn=lambda m: m["accuracy"])
+    checkpoint.arrays = values_for(3)
+    reopened.save(metrics={"accuracy": 0.5})
+    assert names(reopened.checkpoints) == ["ckpt-1", "ckpt-3"]  # 0.9 stays, 0.4 goes
+
+
+def test_best_fn_needs_metrics_and_a_score_before_anything_is_written(tmp_path: Path) -> None:
+    checkpoint = ArrayCheckpoint(values_for(1))
+    manager = ocf.CheckpointManager(checkpoint, tmp_path, best_fn=lambda m: m["loss"])
+    with pytest.raises(ocf.InvalidError, match=r"save\(metrics=\{\.\.\.\}\)"):
+        manager.save()
+    with pytest.raises(KeyError, match="loss"):
+        manager.save(metrics={"accuracy": 1.0})
+    with pytest.raises(ocf.InvalidError, match="metric 'loss' must be a finite number"):
+        manager.save(metrics={"loss": float("nan")})
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("metrics", ['[{"loss": "low"}]', '[{"loss": 1}, null]', '{"loss": 1}',
+                                     '[[1]]'])
+def test_a_state_file_with_bad_metrics_is_invalid(tmp_path: Path, metrics: str) -> None:
+    (tmp_path / STATE_FILE_NAME).write_text(
+        '{"format": "ocf-checkpoint-state", "version": 1, "latest": "ckpt-1", '
+        '"all": ["ckpt-1"], "timestamps": [1.0], "last_preserved_timestamp": 0.0, '
+        f'"metrics": {metrics}}}')
+    with pytest.raises(ocf.InvalidError, match=rf"{STATE_FILE_NAME}: .*(metric|list)"):
+        read_state(tmp_path)
+
+
 # -- one writer per directory ------------------------------------------------------
 
 HOLDER = textwrap.dedent("""

@@ -83,7 +83,9 @@ from ocf.format.storage.location import StorageOptions, join_path, locate
 from ocf.objects.state_file import (
     STATE_FILE_NAME,
     CheckpointState,
+    Metrics,
     StrPath,
+    check_metrics,
     check_name,
     first_intact,
     read_state,
@@ -154,7 +156,9 @@ class CheckpointManager:
     preserved, in which case they stay on disk for good, unlisted.
     ``max_to_keep=None`` keeps and lists everything. With
     ``checkpoint_interval``, ``save`` does nothing until ``step_counter``
-    advanced that many steps since the last save.
+    advanced that many steps since the last save. With ``best_fn`` (a function
+    of a checkpoint's metrics, as Orbax's), the checkpoints that fall out are
+    the worst-ranked instead of the oldest (see :meth:`save`).
 
     A manager reopened on the same directory continues from its state file,
     dropping entries whose files are gone. ``clock`` gives the timestamps
@@ -175,9 +179,15 @@ class CheckpointManager:
         init_fn: Callable[[], object] | None = None,
         clock: Callable[[], float] = time.time,
         storage_options: StorageOptions | None = None,
+        best_fn: Callable[[Metrics], float] | None = None,
+        best_mode: Literal["max", "min"] = "max",
     ) -> None:
         _check_options(max_to_keep, keep_checkpoint_every_n_hours, step_counter,
                        checkpoint_interval)
+        if best_mode not in ("max", "min"):
+            raise InvalidError(f"best_mode must be 'max' or 'min', not {best_mode!r}")
+        self._best_fn = best_fn
+        self._best_sign = 1.0 if best_mode == "max" else -1.0
         self._checkpoint = checkpoint
         self._directory = os.fspath(directory)
         self._storage_options = storage_options
@@ -197,6 +207,7 @@ class CheckpointManager:
             rf"\.({re.escape(self._name)}-\d+|{re.escape(STATE_FILE_NAME)})"
             rf"{re.escape(TEMP_MARKER)}[0-9a-f]{{16}}")
         self._entries: dict[str, float] = {}  # name -> timestamp, oldest first
+        self._metrics: dict[str, Metrics] = {}  # name -> what it was saved with
         self._latest: str | None = None
         # Held while the entries change: an asynchronous save changes them in the
         # background while the training thread may read the properties.
@@ -211,10 +222,13 @@ class CheckpointManager:
             self._last_preserved = now - 1.0
             return
         self._last_preserved = min(state.last_preserved_timestamp, now)  # clock went back?
-        for name, timestamp in zip(state.names, state.timestamps):
+        metrics = state.metrics or (None,) * len(state.names)
+        for name, timestamp, saved_with in zip(state.names, state.timestamps, metrics):
             timestamp = min(timestamp, now)
             if timestamp > self._last_preserved and self._exists(name):
                 self._entries[name] = timestamp
+                if saved_with is not None:
+                    self._metrics[name] = saved_with
         self._latest = first_intact(self._directory, state, self._storage_options)
 
     def _exists(self, name: str) -> bool:
@@ -256,14 +270,17 @@ class CheckpointManager:
 
     @overload
     def save(self, checkpoint_number: SupportsIndex | None = None,
-             check_interval: bool = True, *, blocking: Literal[True] = True) -> str | None: ...
+             check_interval: bool = True, *, blocking: Literal[True] = True,
+             metrics: Metrics | None = None) -> str | None: ...
 
     @overload
     def save(self, checkpoint_number: SupportsIndex | None = None,
-             check_interval: bool = True, *, blocking: Literal[False]) -> SaveHandle | None: ...
+             check_interval: bool = True, *, blocking: Literal[False],
+             metrics: Metrics | None = None) -> SaveHandle | None: ...
 
     def save(self, checkpoint_number: SupportsIndex | None = None,
-             check_interval: bool = True, *, blocking: bool = True) -> str | SaveHandle | None:
+             check_interval: bool = True, *, blocking: bool = True,
+             metrics: Metrics | None = None) -> str | SaveHandle | None:
         """Write a new checkpoint, record it as latest, then delete what falls out.
 
         Returns its path, or None when ``checkpoint_interval`` says it is too
@@ -272,7 +289,14 @@ class CheckpointManager:
         :class:`ocf.SaveHandle` once the tensors are copied; the write, the
         state update and the deletions run in the background, in that order,
         and ``wait()`` returns the path once all are done.
+
+        ``metrics`` (name -> number, such as ``{"loss": 0.31}``) are recorded
+        with the checkpoint; a manager with ``best_fn`` needs them. It keeps
+        ``max_to_keep`` checkpoints: the latest (to resume from) and those
+        ``best_fn(metrics)`` ranks best among the others (the highest score,
+        or the lowest with ``best_mode="min"``).
         """
+        saved_with = self._checked_metrics(metrics)
         step = None if self._checkpoint_interval is None else self._current_step()
         if step is not None and not self._due(step, check_interval):
             return None
@@ -281,7 +305,7 @@ class CheckpointManager:
         result = self._write(checkpoint_number, blocking)  # step 1 (atomic by itself)
         timestamp = self._clock()
         if isinstance(result, str):
-            self._commit(result, timestamp)
+            self._commit(result, timestamp, saved_with)
             if step is not None:
                 self._last_checkpoint_step = step
             return self._path(result)
@@ -290,16 +314,40 @@ class CheckpointManager:
             self._last_checkpoint_step = step
 
         def record(path: str) -> str:
-            self._commit(name, timestamp)
+            self._commit(name, timestamp, saved_with)
             return path
 
         return then(handle, record)
 
-    def _commit(self, name: str, timestamp: float) -> None:
+    def _checked_metrics(self, metrics: Metrics | None) -> Metrics | None:
+        if metrics is None:
+            if self._best_fn is not None:
+                raise InvalidError("this manager keeps the best checkpoints by best_fn: "
+                                   "save(metrics={...}) must say how good each one is",
+                                   path=self._directory)
+            return None
+        checked = check_metrics(metrics, self._directory)
+        if self._best_fn is not None:
+            self._score(checked)  # a best_fn that fails on them fails now, before the save
+        return checked
+
+    def _score(self, metrics: Metrics) -> float:
+        assert self._best_fn is not None
+        score = self._best_fn(metrics)
+        if isinstance(score, bool) or not isinstance(score, int | float) or \
+                not math.isfinite(score):
+            raise InvalidError(f"best_fn returned {score!r}, not a finite number",
+                               path=self._directory)
+        return self._best_sign * float(score)
+
+    def _commit(self, name: str, timestamp: float, metrics: Metrics | None) -> None:
         """Steps 2 and 3, once checkpoint ``name`` has committed."""
         with self._lock:
             self._entries.pop(name, None)  # saved again: it moves to the end
             self._entries[name] = timestamp
+            self._metrics.pop(name, None)
+            if metrics is not None:
+                self._metrics[name] = metrics
             self._latest = name
             self._record()  # step 2: the state names the new checkpoint
             if self._sweep():  # step 3: deletions, then the state without them
@@ -382,17 +430,21 @@ class CheckpointManager:
 
     def _record(self) -> None:
         assert self._latest is not None
+        metrics = tuple(self._metrics.get(name) for name in self._entries) \
+            if self._metrics else ()
         write_state(self._directory, CheckpointState(
             self._latest, tuple(self._entries), tuple(self._entries.values()),
-            self._last_preserved), self._storage_options)
+            self._last_preserved, metrics), self._storage_options)
 
     def _sweep(self) -> bool:
-        """Drop the oldest entries beyond max_to_keep; True if any was dropped."""
+        """Drop the entries beyond max_to_keep (the oldest, or with best_fn the worst,
+        never the latest); True if any was dropped."""
         if self._max_to_keep is None or len(self._entries) <= self._max_to_keep:
             return False
         while len(self._entries) > self._max_to_keep:
-            name = next(iter(self._entries))
+            name = self._next_to_drop()
             timestamp = self._entries.pop(name)
+            self._metrics.pop(name, None)
             if (self._keep_seconds is not None
                     and timestamp - self._keep_seconds >= self._last_preserved):
                 self._last_preserved = timestamp  # kept on disk for good, no longer listed
@@ -400,6 +452,16 @@ class CheckpointManager:
             # The index goes first, so that what remains of a cut deletion never opens.
             self._storage.remove_checkpoint(self._where / name)
         return True
+
+    def _next_to_drop(self) -> str:
+        if self._best_fn is None:
+            return next(iter(self._entries))
+        # The worst-ranked first; a checkpoint without metrics (saved before best_fn was
+        # given) ranks below every scored one; the latest stays, to resume from.
+        candidates = [name for name in self._entries if name != self._latest]
+        return min(candidates, key=lambda name: (name in self._metrics,
+                                                 self._score(self._metrics[name])
+                                                 if name in self._metrics else 0.0))
 
     def _remove_leftovers(self) -> None:
         """Remove temporary files of this manager's names left by a killed save."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TypeAlias
 
@@ -35,6 +35,8 @@ STATE_VERSION = 1
 MAX_STATE_BYTES = 1 << 20
 
 StrPath: TypeAlias = "str | os.PathLike[str]"
+# What a checkpoint was saved with for a keep-best manager: metric name -> value.
+Metrics: TypeAlias = "Mapping[str, float]"
 
 
 # -- the state file -------------------------------------------------------------
@@ -48,9 +50,12 @@ class CheckpointState:
     names: tuple[str, ...]  # oldest first
     timestamps: tuple[float, ...]  # unix seconds, one per name
     last_preserved_timestamp: float
+    # The metrics each checkpoint was saved with (keep-best managers), one per name,
+    # None for a checkpoint saved without; empty when no checkpoint has any.
+    metrics: tuple[Metrics | None, ...] = ()
 
     def to_json(self) -> bytes:
-        document = {
+        document: dict[str, object] = {
             "format": STATE_FORMAT,
             "version": STATE_VERSION,
             "latest": self.latest,
@@ -58,6 +63,8 @@ class CheckpointState:
             "timestamps": list(self.timestamps),
             "last_preserved_timestamp": self.last_preserved_timestamp,
         }
+        if any(m is not None for m in self.metrics):
+            document["metrics"] = [None if m is None else dict(m) for m in self.metrics]
         return (json.dumps(document, indent=1, allow_nan=False) + "\n").encode("utf-8")
 
 
@@ -134,7 +141,26 @@ def parse_state(data: bytes, path: StrPath) -> CheckpointState:
                            path=path)
     preserved = _number(document.get("last_preserved_timestamp"),
                         "field 'last_preserved_timestamp'", path)
-    return CheckpointState(latest, names, timestamps, preserved)
+    return CheckpointState(latest, names, timestamps, preserved,
+                           _metrics(document, len(names), path))
+
+
+def _metrics(document: dict[str, object], count: int, path: StrPath
+             ) -> tuple[Metrics | None, ...]:
+    """The optional field 'metrics': one object of finite numbers (or null) per name."""
+    if "metrics" not in document:
+        return ()
+    entries = _list(document, "metrics", path)
+    if len(entries) != count:
+        raise InvalidError(f"{len(entries)} metrics entries for {count} checkpoints", path=path)
+    return tuple(None if entry is None else check_metrics(entry, path) for entry in entries)
+
+
+def check_metrics(value: object, path: StrPath) -> dict[str, float]:
+    """``value`` as metrics: a mapping of string names to finite numbers, else INVALID."""
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise InvalidError(f"metrics must map names to numbers, got {value!r:.60}", path=path)
+    return {name: _number(number, f"metric {name!r}", path) for name, number in value.items()}
 
 
 def read_state(directory: StrPath, storage_options: StorageOptions | None = None
