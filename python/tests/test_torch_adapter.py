@@ -722,3 +722,35 @@ def test_torch_resume_example_matches_an_uninterrupted_run_bit_for_bit() -> None
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.rstrip().endswith("losses match bit for bit")
     assert done.stdout.count("step ") == 10
+
+
+# -- the rest of a training state: gradient scaler, RNG, plain values -----------------
+
+def test_grad_scaler_rng_and_plain_values_resume_with_the_model(tmp_path: Path) -> None:
+    model = nn.Linear(3, 2)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=3)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(4):  # an inf gradient at step 1 backs the scale off
+        optimizer.zero_grad()
+        scaler.scale(model(torch.ones(1, 3)).sum()).backward()
+        if step == 1:
+            model.weight.grad.fill_(float("inf"))
+        scaler.step(optimizer)
+        scaler.update()
+    generator = torch.Generator().manual_seed(7)
+    torch.rand(3, generator=generator)
+    state = {"model": model, "optimizer": optimizer, "scaler": scaler, "rng": generator,
+             "epoch": 3, "best_loss": 0.25}
+    path = ocf.torch.save(tmp_path / "amp.ocf", state)
+
+    fresh_model = nn.Linear(3, 2)
+    fresh = {"model": fresh_model,
+             "optimizer": torch.optim.SGD(fresh_model.parameters(), lr=0.1),
+             "scaler": torch.amp.GradScaler("cpu", growth_interval=3),
+             "rng": torch.Generator(), "epoch": 0, "best_loss": 1.0}
+    ocf.torch.restore(path, fresh)
+    assert fresh["scaler"].state_dict() == scaler.state_dict()
+    assert fresh["scaler"].get_scale() == 512.0
+    assert torch.equal(torch.rand(3, generator=fresh["rng"]), torch.rand(3, generator=generator))
+    assert (fresh["epoch"], fresh["best_loss"]) == (3, 0.25)
+    assert torch.equal(fresh_model.weight, model.weight)

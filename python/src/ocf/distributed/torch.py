@@ -30,7 +30,7 @@ import torch
 import torch.distributed as dist
 
 from ocf.distributed.parts import Slice, merge_parts, new_save_id, write_part
-from ocf.format.errors import ERROR_CLASSES, Category, OCFError
+from ocf.format.errors import ERROR_CLASSES, Category, InvalidError, OCFError
 from ocf.format.object_graph import Node
 from ocf.format.reader import Reader
 from ocf.format.storage.location import join_path, url_scheme
@@ -60,7 +60,10 @@ _Status = tuple[str, str | None, str, str | None, str | None, str | None] | None
 
 
 class SaveError(RuntimeError):
-    """A collective save failed for a reason outside OCF's error categories."""
+    """A collective save failed for a reason outside OCF's error categories: the process
+    group broke (a rank crashed or timed out), or a rank failed with an error that is not
+    an ``ocf.OCFError`` (an OSError of its file system). Neither is bad input nor a
+    misuse, which raise ``ocf.OCFError`` subclasses here as everywhere."""
 
 
 @dataclass(frozen=True)
@@ -245,11 +248,12 @@ class _Committed:
     def write(self, path: str, storage_options: object = None) -> str:
         # storage_options: the manager passes them on; save() already used them.
         if _normalized(path) != _normalized(self._path):
-            raise SaveError(f"checkpoint {self._path!r} was saved, {path!r} asked for")
+            raise InvalidError(f"checkpoint {self._path!r} was saved, {path!r} asked for",
+                               path=path)
         return path
 
     def save(self, prefix: str) -> str:
-        raise SaveError("save_numbered gives the number")
+        raise InvalidError("save_numbered gives the number", path=prefix)
 
     def restore(self, path: str) -> object:
-        raise SaveError("restore with ocf.distributed.torch.load")
+        raise InvalidError("restore with ocf.distributed.torch.load", path=path)

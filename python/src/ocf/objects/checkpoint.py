@@ -17,6 +17,7 @@ from typing import Literal, overload
 import numpy as np
 
 from ocf.format.async_save import SaveHandle
+from ocf.format.errors import InvalidError
 from ocf.format.storage.location import StorageOptions
 from ocf.objects.restoring import NameMap, RestoreStatus, restore
 from ocf.objects.saving import write, write_async
@@ -34,7 +35,8 @@ class Checkpoint(Module):
         self._save_counter = Variable(np.array(0, dtype=np.int64))
         for name, value in objects.items():
             if name == SAVE_COUNTER:
-                raise ValueError(f"{SAVE_COUNTER!r} is the checkpoint's own counter")
+                raise InvalidError(f"{SAVE_COUNTER!r} is the checkpoint's own counter; name "
+                                   "the object otherwise")
             setattr(self, name, value)
 
     def ocf_children(self) -> Mapping[str, object]:
