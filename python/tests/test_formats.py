@@ -331,6 +331,24 @@ def test_npz_member_whose_header_claims_more_data_than_stored_is_refused(
         npz.to_ocf(tmp_path / "a.npz", tmp_path / "a.ocf")
 
 
+@pytest.mark.parametrize("text", ["{'descr': '<f4', 'fortran_order': False, 'shape': (3, }",
+                                  "{'descr': '<f4', 'fortran_order': False, 'shape': " +
+                                  "(" * 200 + ")" * 200 + "}",
+                                  "{'descr': '<f4', 'fortran_order': False, 'shape': 1 +}"])
+def test_npz_member_whose_header_does_not_parse_is_malformed_not_a_tokenizer_error(
+        tmp_path: Path, text: str) -> None:
+    # numpy's header parser tokenizes and literal_evals the header: an unterminated
+    # tuple raises tokenize.TokenError, which once escaped from ocf convert.
+    raw = text.encode("latin1")
+    raw += b" " * (-(10 + len(raw) + 1) % 64) + b"\n"
+    member = b"\x93NUMPY\x01\x00" + len(raw).to_bytes(2, "little") + raw + bytes(12)
+    with zipfile.ZipFile(tmp_path / "a.npz", "w") as archive:
+        archive.writestr("x.npy", member)
+    with pytest.raises(ocf.MalformedError, match=r"a\.npz: tensor 'x': not a valid \.npy"):
+        npz.to_ocf(tmp_path / "a.npz", tmp_path / "a.ocf")
+    assert not (tmp_path / "a.ocf").exists()
+
+
 def test_npz_that_is_not_a_zip_is_malformed(tmp_path: Path) -> None:
     (tmp_path / "a.npz").write_bytes(b"PK\x03\x04 not really")
     with pytest.raises(ocf.MalformedError, match="ZIP"):

@@ -1417,6 +1417,46 @@ def test_shard_name_of_something_other_than_a_regular_file_is_not_found(
         ocf.Reader(checkpoint)
 
 
+def _two_shard_checkpoint(directory: Path) -> Path:
+    """A directory checkpoint whose tensors live in external shard files."""
+    ocf.save_file({"a": np.arange(64, dtype=np.float32), "b": np.ones(64, np.float32)},
+                  directory, layout="directory", max_shard_size=320)
+    shards = sorted(p for p in directory.iterdir() if p.name != INDEX_FILE_NAME)
+    assert shards, "the save made no external shard"
+    return shards[0]
+
+
+def test_a_shard_symlinked_to_a_valid_shard_elsewhere_is_not_followed(tmp_path: Path) -> None:
+    # [R-SHARD-002]: a name is resolved in the directory, never through a link elsewhere.
+    shard = _two_shard_checkpoint(tmp_path / DIR_NAME)
+    elsewhere = tmp_path / "elsewhere.ocfd"
+    shard.rename(elsewhere)  # the same, valid bytes, outside the checkpoint
+    shard.symlink_to(elsewhere)
+    with pytest.raises(ocf.NotFoundError, match=r"symbolic link, which is never followed "
+                       r".*\[R-SHARD-002\]"):
+        ocf.load_file(tmp_path / DIR_NAME)
+
+
+def test_no_message_quotes_bytes_of_a_file_planted_as_a_shard(tmp_path: Path) -> None:
+    secret = b"root:x:0:0:root:/root:/bin/bash\n" * 4
+    shard = _two_shard_checkpoint(tmp_path / DIR_NAME)
+    length = shard.stat().st_size
+    outside = tmp_path / "passwd"
+    outside.write_bytes(secret.ljust(length, b"#")[:length])
+    shard.unlink()
+    shard.symlink_to(outside)
+    with pytest.raises(ocf.NotFoundError) as linked:
+        ocf.load_file(tmp_path / DIR_NAME)
+    shard.unlink()
+    shard.write_bytes(outside.read_bytes())  # a regular file of the right size, not a shard
+    with pytest.raises(ocf.MalformedError, match="does not start with the preamble") as planted:
+        ocf.load_file(tmp_path / DIR_NAME)
+    for error in (linked.value, planted.value):
+        text = str(error)
+        assert "root:x" not in text
+        assert secret[:8].hex(" ") not in text
+
+
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
 def test_shard_name_of_a_named_pipe_is_not_found_without_blocking(tmp_path: Path) -> None:
     checkpoint = tmp_path / DIR_NAME

@@ -72,12 +72,14 @@ class Footer:
         )
 
 
-def check_preamble(head: bytes, path: str | os.PathLike[str]) -> None:
-    """Refuse a file whose first bytes are not the OCF preamble magic."""
+def check_preamble(head: bytes, path: str | os.PathLike[str], *, quote: bool = True) -> None:
+    """Refuse a file whose first bytes are not the OCF preamble magic; the message shows
+    them only when ``quote`` (the file the caller named, not one an index names)."""
     if head[: len(PREAMBLE_MAGIC)] != PREAMBLE_MAGIC:
+        found = f"first bytes are {head[:8].hex(' ')}" if quote else \
+            "it does not start with the preamble magic"
         raise MalformedError(
-            f"not an OCF file: first bytes are {head[:8].hex(' ')}, "
-            f"expected {PREAMBLE_MAGIC.hex(' ')}",
+            f"not an OCF file: {found}, expected {PREAMBLE_MAGIC.hex(' ')}",
             path=path,
             requirement="R-FILE-002",
         )

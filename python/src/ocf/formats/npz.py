@@ -30,6 +30,7 @@ bytes), and byte-string tensors need pickle; exporting them is refused.
 from __future__ import annotations
 
 import os
+import tokenize
 import zipfile
 import zlib
 from typing import IO, Any
@@ -91,6 +92,11 @@ def _read_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo, path: str
     return array
 
 
+# What numpy's header parser raises on hostile bytes: its own ValueError, and what the
+# tokenizer and ast.literal_eval underneath raise (an unterminated tuple, deep nesting).
+_HEADER_ERRORS = (ValueError, SyntaxError, TypeError, RecursionError, tokenize.TokenError)
+
+
 def _read_npy_header(f: IO[bytes], path: str, key: str
                      ) -> tuple[np.dtype[Any], tuple[int, ...], bool]:
     try:
@@ -102,7 +108,7 @@ def _read_npy_header(f: IO[bytes], path: str, key: str
         else:  # 3.0 exists only for structured dtypes with non-Latin-1 field names
             raise InvalidError(f".npy format version {version} is not supported (1.0 and "
                                "2.0 are)", path=path, key=key)
-    except ValueError as exc:
+    except _HEADER_ERRORS as exc:
         if isinstance(exc, InvalidError):
             raise
         raise MalformedError(f"not a valid .npy member: {exc}", path=path, key=key) from None

@@ -54,17 +54,23 @@ def _local(path: Location) -> Path:
 
 
 def _open_nonblocking(path: str | os.PathLike[str], what: str, requirement: str | None,
-                      key: str | None = None) -> int:
-    """A read-only descriptor of ``path``, opened without blocking on a FIFO."""
+                      key: str | None = None, *, follow: bool = True) -> int:
+    """A read-only descriptor of ``path``, opened without blocking on a FIFO; unless
+    ``follow``, a symbolic link is refused (ELOOP) instead of followed."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+    if not follow:
+        flags |= os.O_NOFOLLOW
     try:
-        return os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        return os.open(path, flags)
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
         raise NotFoundError(f"{what} cannot be opened: {exc.strerror}", path=os.fspath(path),
                             key=key, requirement=requirement) from None
     except OSError as exc:
         if exc.errno != errno.ELOOP:
             raise  # the environment (permissions, I/O), not the checkpoint
-        raise NotFoundError(f"{what} is a symbolic link loop", path=os.fspath(path), key=key,
+        why = "a symbolic link loop" if follow else \
+            "a symbolic link, which is never followed out of the checkpoint's directory"
+        raise NotFoundError(f"{what} is {why}", path=os.fspath(path), key=key,
                             requirement=requirement) from None
 
 
@@ -259,8 +265,10 @@ class LocalBackend:
 
     def open_shard(self, path: Location, length: int) -> LocalInput:
         local = _local(path)
-        # O_NONBLOCK: a FIFO planted under a shard's name must not hang the reader.
-        fd = _open_nonblocking(local, "shard file named by the index", "R-SHARD-002")
+        # O_NONBLOCK: a FIFO planted under a shard's name must not hang the reader;
+        # O_NOFOLLOW: a shard is a file of this directory, never one a link points to.
+        fd = _open_nonblocking(local, "shard file named by the index", "R-SHARD-002",
+                               follow=False)
         status = _regular_or_close(fd, local, "shard named by the index", "R-SHARD-002")
         shard = LocalInput(local, fd, status.st_size)
         try:
@@ -268,7 +276,7 @@ class LocalBackend:
                 raise MalformedError(f"shard is {shard.size} bytes, the index says "
                                      f"{length}: truncated or replaced", path=local,
                                      requirement="R-SHARD-002")
-            check_preamble(shard.pread(PREAMBLE_SIZE, 0), local)
+            check_preamble(shard.pread(PREAMBLE_SIZE, 0), local, quote=False)
         except BaseException:
             shard.close()
             raise

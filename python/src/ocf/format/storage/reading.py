@@ -93,7 +93,7 @@ class ObjectInput:
             raise MalformedError(f"shard is {shard.size} bytes, the index says "
                                  f"{expected_length}: truncated or replaced", path=path,
                                  requirement="R-SHARD-002")
-        check_preamble(shard.pread(PREAMBLE_SIZE, 0), path)
+        check_preamble(shard.pread(PREAMBLE_SIZE, 0), path, quote=False)
         return shard
 
     def pread(self, length: int, offset: int) -> bytes:
