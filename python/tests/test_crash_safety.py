@@ -78,6 +78,22 @@ CHILD = textwrap.dedent("""
 """)
 
 
+# The same write as CHILD, through an asynchronous save_file.
+ASYNC_CHILD = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, sys.argv[1])
+    from helpers import big_values
+    import ocf
+
+    target, layout = sys.argv[2], sys.argv[3]
+    arrays = big_values(int(sys.argv[4]))
+    print("ready", flush=True)
+    ocf.save_file(arrays, target, layout=layout, max_shard_size=int(sys.argv[5]),
+                  metadata={"version": "new"}, blocking=False).wait()
+    print("committed", flush=True)
+""")
+
+
 def _temp(name: str) -> bool:
     """A temporary name of the commit protocol [R-COMMIT-001]."""
     return name.startswith(".") and ".ocf-tmp-" in name
@@ -182,14 +198,15 @@ def after(delay: float) -> Trigger:
     return lambda _, elapsed: elapsed >= delay
 
 
-def run_and_kill(target: Path, layout: str, trigger: Trigger, watch: Watch) -> str:
+def run_and_kill(target: Path, layout: str, trigger: Trigger, watch: Watch, *,
+                 child_code: str = CHILD) -> str:
     """Run the writing child and SIGKILL it when ``trigger`` fires.
 
     Returns "killed", or "finished" when the child committed before the
     trigger fired.
     """
     child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(TESTS_DIR), str(target), layout, str(NEW_SEED),
+        [sys.executable, "-c", child_code, str(TESTS_DIR), str(target), layout, str(NEW_SEED),
          str(MAX_SHARD_SIZE)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -273,6 +290,8 @@ def _save_again_and_check(scene: Scene, layout: str) -> None:
         referenced = {s.path for s in index_of((scene.target / INDEX_FILE_NAME).read_bytes())
                       .shards}
         assert {p.name for p in scene.target.iterdir()} == referenced | {INDEX_FILE_NAME}
+    # The killed writes' temporary files of the target are gone too [R-COMMIT-004].
+    assert {p.name for p in scene.folder.iterdir()} == {scene.target.name, scene.beside.name}
     _check_beside(scene)
 
 
@@ -344,6 +363,21 @@ def test_killed_overwrite_of_a_single_file_keeps_the_old_checkpoint(
     _check_leftovers(scene, "file")
     _check_beside(scene)
     _save_again_and_check(scene, "file")
+
+
+@pytest.mark.parametrize("child_code", [CHILD, ASYNC_CHILD], ids=["blocking", "async"])
+def test_temporary_files_of_repeated_killed_single_file_saves_do_not_pile_up(
+    tmp_path: Path, child_code: str,
+) -> None:
+    scene = _scene(tmp_path, "file", existing=True)
+    kills = 0
+    for _ in range(3):
+        outcome = run_and_kill(scene.target, "file", grown, Watch(scene.folder),
+                               child_code=child_code)
+        kills += outcome == "killed"
+    temps = [p for p in scene.folder.iterdir() if _temp(p.name)]
+    assert len(temps) == kills, f"each killed save leaves its temporary file: {temps}"
+    _save_again_and_check(scene, "file")  # which removes them all
 
 
 @pytest.mark.parametrize("moment", ["appeared", "grown", "data_written", "index_temp",

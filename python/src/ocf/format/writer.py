@@ -25,6 +25,7 @@ from ocf.format import dtypes
 from ocf.format.checksum import crc32c
 from ocf.format.codec import ChunkEncoder, Codec
 from ocf.format.commit import (
+    TEMP_MARKER,
     leftover_names,
     new_write_id,
     shard_file_name,
@@ -391,6 +392,18 @@ class Writer:
         output.close_durably()  # for an object, this is the commit [R-COMMIT-005]
         output.publish()
         self._files.clear()
+        self._remove_file_leftovers()
+
+    def _remove_file_leftovers(self) -> None:
+        """Delete the temporary files of earlier, killed writes of this same path, which
+        [R-COMMIT-004] allows once this commit is done; without it each killed save
+        would leave up to a whole checkpoint behind for good."""
+        if not self._storage.temporary_names:
+            return  # an upload uses no temporary name
+        parent, prefix = self.target.parent, f".{self.target.name}{TEMP_MARKER}"
+        for name in self._storage.list_names(parent):
+            if name.startswith(prefix):
+                self._storage.remove(parent / name)
 
     def _commit_directory(self) -> None:
         self._publish_index(self.index_name)
