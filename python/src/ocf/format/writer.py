@@ -12,6 +12,7 @@ target but what was there before.
 from __future__ import annotations
 
 import os
+import re
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -400,9 +401,10 @@ class Writer:
         would leave up to a whole checkpoint behind for good."""
         if not self._storage.temporary_names:
             return  # an upload uses no temporary name
-        parent, prefix = self.target.parent, f".{self.target.name}{TEMP_MARKER}"
+        parent = self.target.parent
+        ours = re.compile(rf"\.{re.escape(self.target.name)}{re.escape(TEMP_MARKER)}[0-9a-f]{{16}}")
         for name in self._storage.list_names(parent):
-            if name.startswith(prefix):
+            if ours.fullmatch(name):  # this writer's naming only (temp_path, new_write_id)
                 self._storage.remove(parent / name)
 
     def _commit_directory(self) -> None:
