@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -66,45 +66,64 @@ def tree(args: argparse.Namespace) -> int:
             print(f"{reader.path}: a name-based checkpoint (no object graph); "
                   f"{len(reader.keys())} tensors, see `ocf inspect`")
             return 0
-        for line in draw_tree(graph, reader):
+        for line in draw_tree(graph, reader, max_lines=args.max_lines):
             print(line)
     finally:
         reader.close()
     return 0
 
 
-def draw_tree(graph: ObjectGraph, reader: Source) -> list[str]:
-    """Lines drawing the object graph from the root.
+# Levels of indentation drawn; deeper lines say their depth instead, so that a line
+# costs at most this much however deep the graph (a hostile chain of 10^6 edges).
+MAX_DRAWN_DEPTH = 64
+# Characters of a path shown in a line (shared objects, slots); longer ones keep their end.
+MAX_SHOWN_PATH = 160
+
+
+def draw_tree(graph: ObjectGraph, reader: Source, *, max_lines: int | None = None
+              ) -> Iterator[str]:
+    """The lines drawing the object graph from the root, one at a time.
 
     Each node is drawn once, at its canonical path; other edges to it (shared
     objects, cycles) point there. Depth-first with an explicit stack of work
     (a line to print, or a node to expand), so deep graphs cannot exhaust
-    Python's recursion limit.
+    Python's recursion limit; lines are produced as they are drawn and each
+    is bounded (MAX_DRAWN_DEPTH, MAX_SHOWN_PATH), so memory stays linear in
+    the graph. After ``max_lines`` lines, one more says the drawing stopped.
     """
-    lines: list[str] = []
-    work: list[str | tuple[int, str]] = [(0, ""),
-                                         f"(root) {graph.nodes[0].type_name}"
-                                         f"{_metadata(graph.nodes[0])}"]
+    work: list[str | tuple[int, str, int]] = [
+        (0, "", 0), f"(root) {graph.nodes[0].type_name}{_metadata(graph.nodes[0])}"]
+    drawn = 0
     while work:
         item = work.pop()
         if isinstance(item, str):
-            lines.append(item)
+            if max_lines is not None and drawn >= max_lines:
+                yield f"... stopped after {max_lines} lines (ocf tree --max-lines N draws more)"
+                return
+            drawn += 1
+            yield item
             continue
-        node, indent = item
-        entries = _entries(graph, reader, node)
-        todo: list[str | tuple[int, str]] = []
-        for i, (label, child, drawn_here) in enumerate(entries):
-            branch, deeper = ("└── ", "    ") if i == len(entries) - 1 else ("├── ", "│   ")
-            if child is None:
-                todo.append(f"{indent}{branch}{label}")
-            elif not drawn_here:
-                todo.append(f"{indent}{branch}{label} -> (shared: {graph.path(child)})")
-            else:
-                todo.append(f"{indent}{branch}{label}  {graph.nodes[child].type_name}"
-                            f"{_metadata(graph.nodes[child])}")
-                todo.append((child, indent + deeper))
-        work.extend(reversed(todo))
-    return lines
+        work.extend(reversed(_lines_of(graph, reader, *item)))
+
+
+def _lines_of(graph: ObjectGraph, reader: Source, node: int, indent: str, depth: int
+              ) -> list[str | tuple[int, str, int]]:
+    """The lines of ``node``'s entries, and the children to expand below them."""
+    entries = _entries(graph, reader, node)
+    marker = f"[depth {depth + 1}] " if depth >= MAX_DRAWN_DEPTH else ""
+    todo: list[str | tuple[int, str, int]] = []
+    for i, (label, child, drawn_here) in enumerate(entries):
+        branch, deeper = ("└── ", "    ") if i == len(entries) - 1 else ("├── ", "│   ")
+        line = f"{indent}{branch}{marker}{label}"
+        if child is None:
+            todo.append(line)
+        elif not drawn_here:
+            todo.append(f"{line} -> (shared: {graph.path_end(child, MAX_SHOWN_PATH)})")
+        else:
+            todo.append(f"{line}  {graph.nodes[child].type_name}{_metadata(graph.nodes[child])}")
+            below = indent + deeper if depth < MAX_DRAWN_DEPTH else indent
+            todo.append((child, below, depth + 1))
+    return todo
 
 
 def _entries(graph: ObjectGraph, reader: Source, node: int
@@ -123,7 +142,8 @@ def _entries(graph: ObjectGraph, reader: Source, node: int
         entries.append((name, child_id, graph.origins[child_id] == Origin(node, name)))
     for slot in stored.slots:
         origin = Origin(node, slot.name, slot.variable)
-        entries.append((f"slot {slot.name!r} of {graph.path(slot.variable)}", slot.slot_node,
+        entries.append((f"slot {slot.name!r} of {graph.path_end(slot.variable, MAX_SHOWN_PATH)}",
+                        slot.slot_node,
                         graph.origins[slot.slot_node] == origin))
     return entries
 
@@ -166,6 +186,8 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(run=inspect)
     p = commands.add_parser("tree", help="draw the object graph: edges, slots, tensors")
     p.add_argument("path", help="a checkpoint file, or a directory holding index.ocf")
+    p.add_argument("--max-lines", type=int, default=100_000, metavar="N",
+                   help="draw at most N lines (default 100000)")
     p.set_defaults(run=tree)
     p = commands.add_parser("verify", help="check structure and every checksum")
     p.add_argument("path", help="a checkpoint file, or a directory holding index.ocf")

@@ -11,7 +11,7 @@ checkpoint is also readable by name.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ocf.format.errors import InvalidError, LimitExceededError
@@ -22,7 +22,7 @@ from ocf.v1 import object_graph_pb2
 SLOT_COMPONENT = ".slot"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SlotRef:
     """A slot variable: ``slot_node`` holds ``name`` of variable ``variable``."""
 
@@ -31,7 +31,7 @@ class SlotRef:
     slot_node: int
 
 
-@dataclass
+@dataclass(slots=True)
 class Node:
     """One checked node of an object graph."""
 
@@ -42,7 +42,7 @@ class Node:
     metadata: dict[str, MetadataValue] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Origin:
     """How a node gets its canonical path: an edge of ``parent`` named ``name``,
     or (``variable`` set) the slot ``name`` of ``variable`` kept by ``parent``."""
@@ -78,6 +78,29 @@ class ObjectGraph:
                 parts.append(SLOT_COMPONENT)
             origin = self.origins[origin.parent]
         return _join(*reversed(parts))
+
+    def path_end(self, node: int, limit: int) -> str:
+        """The canonical path of ``node`` if at most ``limit`` characters long, else
+        "..." and its last components: time and memory O(limit), whatever the depth."""
+        parts: list[str] = []
+        size = 0
+        for part in self._components_from_the_end(node):
+            if size + len(part) + 3 > limit:
+                parts.append("...")
+                break
+            parts.append(part)
+            size += len(part) + 1
+        return "/".join(reversed(parts))
+
+    def _components_from_the_end(self, node: int) -> Iterator[str]:
+        """The components of ``node``'s canonical path, last first."""
+        origin = self.origins[node]
+        while origin is not None:
+            yield origin.name
+            if origin.variable is not None:  # reached by edges: no slot in its path
+                yield from self._components_from_the_end(origin.variable)
+                yield SLOT_COMPONENT
+            origin = self.origins[origin.parent]
 
     def node_at(self, path: Sequence[str]) -> int | None:
         """The node reached from the root along child edges named ``path``."""
@@ -148,16 +171,18 @@ def canonical_paths(nodes: Sequence[Node]) -> list[str | None]:
 def decode_graph(message: object_graph_pb2.ObjectGraph, tensor_keys: Mapping[str, object],
                  path: str) -> ObjectGraph:
     """Check a stored object graph against the index's tensors [R-GRAPH-001..006]."""
-    stored = list(message.nodes)
-    if not stored:
+    # Counted, then walked one node at a time: a list of a million protobuf wrappers
+    # at once is what ran out of memory (and crashed protobuf's C extension) before.
+    count = len(message.nodes)
+    if not count:
         raise InvalidError("object graph has no nodes; node 0 must be the root", path=path,
                            requirement="R-GRAPH-001")
-    if len(stored) > MAX_NODES:
-        raise LimitExceededError(f"object graph has {len(stored)} nodes, above the limit of "
+    if count > MAX_NODES:
+        raise LimitExceededError(f"object graph has {count} nodes, above the limit of "
                                  f"{MAX_NODES}", path=path, requirement="R-LIMIT-002")
     used_keys: set[str] = set()
-    nodes = [_decode_node(i, n, len(stored), tensor_keys, used_keys, path)
-             for i, n in enumerate(stored)]
+    nodes = [_decode_node(i, n, count, tensor_keys, used_keys, path)
+             for i, n in enumerate(message.nodes)]
     for owner, node in enumerate(nodes):
         for slot in node.slots:
             held = nodes[slot.slot_node]

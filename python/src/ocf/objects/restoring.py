@@ -215,10 +215,24 @@ class _Session:
                                                    self._values(slot.slot_node)):
             self.slots_done.add(slot.slot_node)
 
-    def unmatched_checkpoint_paths(self, *, holding_values: bool = False) -> list[str]:
+    def unmatched_nodes(self, *, holding_values: bool = False) -> list[int]:
         done = set(self.matched) | self.slots_done | self.pending_slots
-        return sorted(self.graph.path(n) or "(root)" for n in self.scope - done
-                      if not holding_values or self.graph.nodes[n].attributes)
+        return [n for n in sorted(self.scope - done)
+                if not holding_values or self.graph.nodes[n].attributes]
+
+    def unmatched_checkpoint_paths(self, *, holding_values: bool = False) -> list[str]:
+        return sorted(self.graph.path(n) or "(root)"
+                      for n in self.unmatched_nodes(holding_values=holding_values))
+
+    def shown_unmatched(self, *, holding_values: bool) -> tuple[int, list[str]]:
+        """How many checkpoint objects are unmatched, and the paths a message shows:
+        all, sorted, when few; else the first in graph order, each cut to its end, so
+        that a message costs time linear in the graph however deep it is."""
+        nodes = self.unmatched_nodes(holding_values=holding_values)
+        if len(nodes) <= _SORTED_UP_TO:
+            return len(nodes), sorted(self.graph.path(n) or "(root)" for n in nodes)
+        return len(nodes), [self.graph.path_end(n, _SHOWN_PATH) or "(root)"
+                            for n in nodes[:_SHOWN]]
 
 
 class RestoreStatus:
@@ -233,7 +247,7 @@ class RestoreStatus:
 
     def __repr__(self) -> str:
         unmatched_objects = len(self.unmatched_object_paths())
-        unmatched_values = len(self.unmatched_checkpoint_paths())
+        unmatched_values = self._checkpoint_side(holding_values=False)[1]
         how = "by name" if self._by_name is not None else "by structure"
         return (f"<RestoreStatus of {self.path!r} ({how}): {self.matched_count()} matched, "
                 f"{unmatched_objects} objects without value, {unmatched_values} checkpoint "
@@ -270,8 +284,18 @@ class RestoreStatus:
 
     def assert_consumed(self) -> RestoreStatus:
         """Every checkpoint object found its live object, and every object its value."""
-        self._fail_if("checkpoint values matched no object", self.unmatched_checkpoint_paths())
+        self._fail_if("checkpoint values matched no object",
+                      *self._checkpoint_side(holding_values=False))
         return self.assert_existing_objects_matched()
+
+    def _checkpoint_side(self, *, holding_values: bool) -> tuple[list[str], int]:
+        """The unmatched checkpoint paths to show, and how many there are."""
+        if self._by_name is not None:
+            unused = self._by_name.unused()
+            return unused, len(unused)
+        assert self._session is not None
+        count, shown = self._session.shown_unmatched(holding_values=holding_values)
+        return shown, count
 
     def assert_existing_objects_matched(self) -> RestoreStatus:
         """Every object that exists now under the root got its value."""
@@ -283,11 +307,14 @@ class RestoreStatus:
         got them; objects holding none (an activation layer, a Keras bookkeeping node)
         may stay unmatched on either side. What a restore without ``partial`` checks;
         the error names the unmatched paths of both sides."""
+        checkpoint_paths, checkpoint_count = self._checkpoint_side(holding_values=True)
+        object_paths = self.unmatched_object_paths(holding_values=True)
         unmatched = {"checkpoint objects holding tensors matched no object":
-                     self.unmatched_checkpoint_paths(holding_values=True),
+                     (checkpoint_paths, checkpoint_count),
                      "objects holding tensors have no value in the checkpoint":
-                     self.unmatched_object_paths(holding_values=True)}
-        parts = [_listed(what, paths) for what, paths in unmatched.items() if paths]
+                     (object_paths, len(object_paths))}
+        parts = [_listed(what, paths, count) for what, (paths, count) in unmatched.items()
+                 if count]
         if parts:
             raise RestoreMismatchError("; ".join(parts) + " (restore(..., partial=True) "
                                        "accepts this)", path=self.path)
@@ -297,16 +324,26 @@ class RestoreStatus:
         """Declare a partial restore intended; nothing is reported either way."""
         return self
 
-    def _fail_if(self, what: str, paths: list[str]) -> None:
+    def _fail_if(self, what: str, paths: list[str], count: int | None = None) -> None:
         if paths:
-            raise RestoreMismatchError(_listed(what, paths), path=self.path)
+            raise RestoreMismatchError(_listed(what, paths, count), path=self.path)
 
 
-def _listed(what: str, paths: list[str]) -> str:
-    """'3 <what>: 'a', 'b', 'c'', the first 20 paths shown."""
-    shown = ", ".join(repr(p) for p in paths[:20])
-    more = f" and {len(paths) - 20} more" if len(paths) > 20 else ""
-    return f"{len(paths)} {what}: {shown}{more}"
+# Unmatched checkpoint objects up to this many are shown sorted by path; a message shows
+# at most _SHOWN paths, and beyond _SORTED_UP_TO each is cut to its last _SHOWN_PATH
+# characters.
+_SORTED_UP_TO = 1000
+_SHOWN = 20
+_SHOWN_PATH = 400
+
+
+def _listed(what: str, paths: list[str], count: int | None = None) -> str:
+    """'3 <what>: 'a', 'b', 'c'', the first 20 paths shown; ``count`` when ``paths``
+    holds only the first ones."""
+    total = len(paths) if count is None else count
+    shown = ", ".join(repr(p) for p in paths[:_SHOWN])
+    more = f" and {total - min(len(paths), _SHOWN)} more" if total > _SHOWN else ""
+    return f"{total} {what}: {shown}{more}"
 
 
 @dataclass
