@@ -118,3 +118,57 @@ def test_tree_draws_graphs_deeper_than_the_recursion_limit(tmp_path: Path) -> No
     done = run("tree", str(tmp_path / "deep.ocf"))
     assert done.returncode == 0, done.stderr[-500:]
     assert len(done.stdout.splitlines()) == 1 + 1500 + 2
+
+
+def test_a_managed_directory_is_listed_by_inspect_and_its_latest_used_by_the_others(
+        tmp_path: Path) -> None:
+    weights = np.zeros(4, np.float32)
+    manager = ocf.CheckpointManager(ocf.Checkpoint(w=ocf.Variable(weights)), tmp_path,
+                                    max_to_keep=2)
+    for step in range(3):
+        weights[...] = step
+        manager.save()
+    manager.close()
+    listed = run("inspect", str(tmp_path))
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0] == f"managed directory: {tmp_path} (2 checkpoints)"
+    assert lines[1].split() == ["CHECKPOINT", "SAVED", "(UTC)", "SIZE"]
+    assert lines[2].split()[0] == "ckpt-2"
+    assert lines[2].split()[-1] != "latest"
+    assert lines[3].split()[0] == "ckpt-3"
+    assert lines[3].split()[-1] == "latest"
+    assert f"checkpoint: {tmp_path / 'ckpt-3'}" in listed.stdout
+    verified = run("verify", str(tmp_path))
+    assert verified.returncode == 0, verified.stderr
+    assert verified.stdout.startswith(f"OK: {tmp_path / 'ckpt-3'}: ")
+    tree = run("tree", str(tmp_path))
+    assert tree.returncode == 0, tree.stderr
+    assert "save_counter" in tree.stdout
+
+
+@pytest.mark.parametrize("name", ["model.pt", "pytorch_model.bin", "state.pkl"])
+def test_convert_refuses_pickled_formats_and_says_how_to_convert_safely(
+        checkpoint: Path, tmp_path: Path, name: str) -> None:
+    (tmp_path / name).write_bytes(b"\x80\x04not loaded")
+    for args in ((str(tmp_path / name), str(tmp_path / "out.ocf")),
+                 (str(checkpoint), str(tmp_path / "out" / name))):
+        done = run("convert", *args)
+        assert done.returncode == 1
+        assert done.stderr.startswith("INVALID: ")
+        assert "pickle" in done.stderr
+        assert "torch.load(path, weights_only=True)" in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_convert_to_an_unknown_suffix_lists_the_formats(checkpoint: Path,
+                                                        tmp_path: Path) -> None:
+    done = run("convert", str(checkpoint), str(tmp_path / "weights.h5"))
+    assert done.returncode == 1
+    assert "no format writes '.h5' files; known formats: ocf, safetensors, npz, tensorflow" \
+        in done.stderr
+    listed = run("convert", "--help")
+    assert "ocf, safetensors, npz, tensorflow" in listed.stdout
+    wrong = run("convert", str(checkpoint), str(tmp_path / "x"), "--to", "pickle")
+    assert wrong.returncode == 1
+    assert "unknown checkpoint format 'pickle'; known: ocf, safetensors" in wrong.stderr

@@ -536,8 +536,9 @@ def test_cli_unknown_target_format_fails_with_a_message(tmp_path: Path) -> None:
 
 
 def test_cli_undetectable_source_fails_with_a_message(tmp_path: Path) -> None:
-    (tmp_path / "weights.bin").write_bytes(b"\0" * 16)
-    done = run_cli("convert", str(tmp_path / "weights.bin"), str(tmp_path / "b.ocf"))
+    # (.bin, a pickle, is refused by name: test_cli.py)
+    (tmp_path / "weights.dat").write_bytes(b"\0" * 16)
+    done = run_cli("convert", str(tmp_path / "weights.dat"), str(tmp_path / "b.ocf"))
     assert done.returncode == 1
     assert "cannot tell the format" in done.stderr
 

@@ -856,3 +856,22 @@ def test_cli_reports_a_bad_tensorflow_graph_as_invalid(tmp_path: Path) -> None:
         done = ocf_cli(*command)
         assert done.returncode == 1
         assert done.stderr.startswith("INVALID:"), done.stderr
+
+
+def test_cli_verify_reads_and_checks_a_tensorflow_prefix(tf_built: Built,
+                                                         tmp_path: Path) -> None:
+    done = ocf_cli("verify", tf_built.prefix("v1_saver"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("OK: ")
+    assert "4 tensors read and checked (TensorFlow checkpoint)" in done.stdout
+    source = Path(tf_built.prefix("v1_saver"))
+    copy = tmp_path / source.name
+    for file in source.parent.glob(source.name + ".*"):
+        shutil.copy(file, tmp_path / file.name)
+    data = next(tmp_path.glob(source.name + ".data-*"))
+    damaged = bytearray(data.read_bytes())
+    damaged[0] ^= 0xFF
+    data.write_bytes(bytes(damaged))
+    bad = ocf_cli("verify", str(copy))
+    assert bad.returncode == 1
+    assert bad.stderr.startswith("INTEGRITY: "), bad.stderr

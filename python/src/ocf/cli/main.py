@@ -20,15 +20,19 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from ocf._version import __version__
+from ocf.cli.managed import is_managed_directory, print_listing, resolved
 from ocf.cli.textformat import format_size, format_table
 from ocf.format.errors import OCFError
 from ocf.format.object_graph import Node, ObjectGraph, Origin
 from ocf.format.reader import Reader
+from ocf.formats.registry import names as format_names
 from ocf.objects.sources import Source, open_source
 from ocf.tensorflow.source import is_tensorflow_checkpoint
 
 
 def inspect(args: argparse.Namespace) -> int:
+    if is_managed_directory(args.path):
+        args.path = print_listing(args.path)
     if is_tensorflow_checkpoint(args.path):
         from ocf.cli.tensorflow_view import inspect_tensorflow
 
@@ -59,7 +63,7 @@ def inspect(args: argparse.Namespace) -> int:
 
 
 def tree(args: argparse.Namespace) -> int:
-    reader = open_source(args.path, verify=False)  # OCF or TensorFlow
+    reader = open_source(resolved(args.path), verify=False)  # OCF or TensorFlow
     try:
         graph = reader.object_graph
         if graph is None:
@@ -155,10 +159,27 @@ def _metadata(node: Node) -> str:
 
 
 def verify(args: argparse.Namespace) -> int:
-    with Reader(args.path) as reader:
+    path = resolved(args.path)
+    if is_tensorflow_checkpoint(path):
+        return _verify_foreign(path)
+    with Reader(path) as reader:
         reader.verify_all()
         total = sum(info.stored_length for info in reader.values())
         print(f"OK: {reader.path}: {len(reader)} tensors, {format_size(total)} checked")
+    return 0
+
+
+def _verify_foreign(path: str) -> int:
+    """Read every tensor of a checkpoint of another format, checking what it checksums."""
+    source = open_source(path, verify=True)
+    try:
+        count = 0
+        for key in source:
+            source.read_tensor(key)
+            count += 1
+        print(f"OK: {source.path}: {count} tensors read and checked (TensorFlow checkpoint)")
+    finally:
+        source.close()
     return 0
 
 
@@ -196,9 +217,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("src", help="the checkpoint to read; its format is detected")
     p.add_argument("dst", help="where to write; the format follows --to, else the suffix, "
                    "else OCF")
-    p.add_argument("--to", metavar="FORMAT", help="the format to write (see ocf.formats.registry)")
+    known = ", ".join(format_names())
+    p.add_argument("--to", metavar="FORMAT", help=f"the format to write: {known}")
     p.add_argument("--from", dest="source_format", metavar="FORMAT",
-                   help="the format of SRC, when detection cannot tell")
+                   help=f"the format of SRC, when detection cannot tell: {known}")
     p.set_defaults(run=convert)
     # Only listed here: main() hands its arguments to the harness's own parser.
     commands.add_parser("conformance", add_help=False,

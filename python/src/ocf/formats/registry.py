@@ -78,9 +78,23 @@ def by_name(name: str) -> Format:
     raise InvalidError(f"unknown checkpoint format {name!r}; known: {', '.join(names())}")
 
 
+# Formats that are Python pickles: loading one runs code the file chooses, so OCF never
+# reads or writes them.
+PICKLED_SUFFIXES = (".pt", ".pth", ".bin", ".pkl", ".pickle")
+_PICKLE_ADVICE = ("it is a pickle, which runs code when loaded; OCF does not read or write "
+                  "pickles. Load it yourself with torch.load(path, weights_only=True) and "
+                  "save the tensors with ocf.torch.save_file")
+
+
+def _refuse_pickle(path: Path) -> None:
+    if path.suffix.lower() in PICKLED_SUFFIXES:
+        raise InvalidError(_PICKLE_ADVICE, path=path)
+
+
 def detect_source(path: str | os.PathLike[str]) -> Format:
     """The format of the existing checkpoint at ``path``."""
     target = Path(path)
+    _refuse_pickle(target)
     if not target.exists() and not any(f.detect(target) for f in FORMATS):
         raise NotFoundError("nothing to convert at this path", path=target)
     for fmt in FORMATS:
@@ -91,11 +105,17 @@ def detect_source(path: str | os.PathLike[str]) -> Format:
 
 
 def target_for(path: str | os.PathLike[str]) -> Format:
-    """The format to write at ``path``, by its suffix; OCF when none matches."""
-    suffix = Path(path).suffix.lower()
+    """The format to write at ``path``, by its suffix: OCF for ``.ocf`` or none (a
+    directory, a TensorFlow-style prefix); INVALID, listing the formats, for others."""
+    target = Path(path)
+    _refuse_pickle(target)
+    suffix = target.suffix.lower()
     for fmt in FORMATS:
         if suffix in fmt.suffixes:
             return fmt
+    if suffix and not suffix[1:].isdigit():  # "ckpt-3" or "model.ckpt-3" name no format
+        raise InvalidError(f"no format writes {suffix!r} files; known formats: "
+                           f"{', '.join(names())} (give --to)", path=target)
     return by_name(OCF)
 
 

@@ -1,0 +1,64 @@
+"""Directories of managed checkpoints on the command line.
+
+A directory holding a manager's ``checkpoint.json`` and no ``index.ocf`` is
+a run's checkpoint directory: ``ocf inspect DIR`` lists its checkpoints
+(sizes, dates, the latest marked) before inspecting the latest, and every
+other command acts on the latest. The state file is read as the manager
+reads it, as hostile input.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from pathlib import Path
+
+from ocf.cli.textformat import format_size, format_table
+from ocf.format.container import INDEX_FILE_NAME
+from ocf.format.errors import NotFoundError
+from ocf.objects.state_file import STATE_FILE_NAME, latest_checkpoint, read_state
+
+
+def is_managed_directory(path: str | os.PathLike[str]) -> bool:
+    where = Path(path)
+    return (where.is_dir() and (where / STATE_FILE_NAME).is_file()
+            and not (where / INDEX_FILE_NAME).exists())
+
+
+def latest_of(directory: str | os.PathLike[str]) -> str:
+    """The latest checkpoint of a managed directory that opens; NOT_FOUND if none does."""
+    latest = latest_checkpoint(directory)
+    if latest is None:
+        raise NotFoundError(f"the {STATE_FILE_NAME} of this directory names no checkpoint "
+                            "that opens", path=directory)
+    return latest
+
+
+def resolved(path: str) -> str:
+    """``path``, or the latest checkpoint when it is a managed directory."""
+    return latest_of(path) if is_managed_directory(path) else path
+
+
+def print_listing(directory: str) -> str:
+    """Print the managed checkpoints of ``directory``; return the latest's path."""
+    state = read_state(directory)
+    assert state is not None  # is_managed_directory saw the file
+    latest = latest_of(directory)
+    rows = [("CHECKPOINT", "SAVED (UTC)", "SIZE", "")]
+    for name, timestamp in zip(state.names, state.timestamps):
+        when = datetime.datetime.fromtimestamp(timestamp, datetime.timezone.utc)
+        rows.append((name, when.strftime("%Y-%m-%d %H:%M:%S"),
+                     _size(Path(directory) / name),
+                     "latest" if Path(latest).name == name else ""))
+    print(f"managed directory: {directory} ({len(state.names)} checkpoints)")
+    print(format_table(rows))
+    print()
+    return latest
+
+
+def _size(path: Path) -> str:
+    try:
+        files = [path] if path.is_file() else [p for p in path.iterdir() if p.is_file()]
+        return format_size(sum(p.stat().st_size for p in files))
+    except OSError:
+        return "missing"
