@@ -28,16 +28,17 @@ and the writer does not write them.
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 
+from ocf.format.ml_types import as_numpy
 from ocf.tensorflow.v1 import tensor_bundle_pb2 as pb
 
 DT_STRING = pb.DATA_TYPE_STRING
 _ENUM_PREFIX = "DATA_TYPE_"  # OCF's spelling of TensorFlow's "DT_"
 
 # Types whose NumPy dtype is theirs alone: reading and writing map one to one.
-_NATIVE: dict[int, tuple[str, type[np.generic] | None]] = {
+# A type is a NumPy type, or an ml_dtypes type by name (loaded on first use).
+_NATIVE: dict[int, tuple[str, type[np.generic] | str | None]] = {
     pb.DATA_TYPE_FLOAT: ("float32", np.float32),
     pb.DATA_TYPE_DOUBLE: ("float64", np.float64),
     pb.DATA_TYPE_INT32: ("int32", np.int32),
@@ -48,22 +49,22 @@ _NATIVE: dict[int, tuple[str, type[np.generic] | None]] = {
     pb.DATA_TYPE_COMPLEX64: ("complex64", np.complex64),
     pb.DATA_TYPE_INT64: ("int64", np.int64),
     pb.DATA_TYPE_BOOL: ("bool", np.bool_),
-    pb.DATA_TYPE_BFLOAT16: ("bfloat16", ml_dtypes.bfloat16),
+    pb.DATA_TYPE_BFLOAT16: ("bfloat16", "bfloat16"),
     pb.DATA_TYPE_UINT16: ("uint16", np.uint16),
     pb.DATA_TYPE_COMPLEX128: ("complex128", np.complex128),
     pb.DATA_TYPE_HALF: ("float16", np.float16),
     pb.DATA_TYPE_UINT32: ("uint32", np.uint32),
     pb.DATA_TYPE_UINT64: ("uint64", np.uint64),
-    pb.DATA_TYPE_FLOAT8_E5M2: ("float8_e5m2", ml_dtypes.float8_e5m2),
-    pb.DATA_TYPE_FLOAT8_E4M3FN: ("float8_e4m3fn", ml_dtypes.float8_e4m3fn),
-    pb.DATA_TYPE_FLOAT8_E4M3FNUZ: ("float8_e4m3fnuz", ml_dtypes.float8_e4m3fnuz),
-    pb.DATA_TYPE_FLOAT8_E4M3B11FNUZ: ("float8_e4m3b11fnuz", ml_dtypes.float8_e4m3b11fnuz),
-    pb.DATA_TYPE_FLOAT8_E5M2FNUZ: ("float8_e5m2fnuz", ml_dtypes.float8_e5m2fnuz),
-    pb.DATA_TYPE_INT4: ("int4", ml_dtypes.int4),
-    pb.DATA_TYPE_UINT4: ("uint4", ml_dtypes.uint4),
-    pb.DATA_TYPE_INT2: ("int2", ml_dtypes.int2),
-    pb.DATA_TYPE_UINT2: ("uint2", ml_dtypes.uint2),
-    pb.DATA_TYPE_FLOAT4_E2M1FN: ("float4_e2m1fn", ml_dtypes.float4_e2m1fn),
+    pb.DATA_TYPE_FLOAT8_E5M2: ("float8_e5m2", "float8_e5m2"),
+    pb.DATA_TYPE_FLOAT8_E4M3FN: ("float8_e4m3fn", "float8_e4m3fn"),
+    pb.DATA_TYPE_FLOAT8_E4M3FNUZ: ("float8_e4m3fnuz", "float8_e4m3fnuz"),
+    pb.DATA_TYPE_FLOAT8_E4M3B11FNUZ: ("float8_e4m3b11fnuz", "float8_e4m3b11fnuz"),
+    pb.DATA_TYPE_FLOAT8_E5M2FNUZ: ("float8_e5m2fnuz", "float8_e5m2fnuz"),
+    pb.DATA_TYPE_INT4: ("int4", "int4"),
+    pb.DATA_TYPE_UINT4: ("uint4", "uint4"),
+    pb.DATA_TYPE_INT2: ("int2", "int2"),
+    pb.DATA_TYPE_UINT2: ("uint2", "uint2"),
+    pb.DATA_TYPE_FLOAT4_E2M1FN: ("float4_e2m1fn", "float4_e2m1fn"),
 }
 
 # Quantized types: TensorFlow's reader returns them as plain integers of their width.
@@ -90,11 +91,13 @@ _UNSUPPORTED: dict[int, str] = {
     pb.DATA_TYPE_VARIANT: "variant",
 }
 
-_SUPPORTED: dict[int, tuple[str, type[np.generic] | None]] = {**_NATIVE, **_QUANTIZED}
+_SUPPORTED: dict[int, tuple[str, type[np.generic] | str | None]] = {**_NATIVE, **_QUANTIZED}
 
 # By NumPy's dtype name, which ignores byte order ('>f4' is "float32" too).
+# (An ml_dtypes type's NumPy name is its ml_dtypes name: "bfloat16".)
 _BY_NUMPY: dict[str, int] = {
-    np.dtype(t).name: code for code, (_, t) in _NATIVE.items() if t is not None
+    (t if isinstance(t, str) else np.dtype(t).name): code
+    for code, (_, t) in _NATIVE.items() if t is not None
 }
 
 # TensorFlow's short names ("qint8") and enum names ("DT_QINT8"), of known types only.
@@ -133,7 +136,7 @@ def name(code: int) -> str:
 def numpy_dtype(code: int) -> np.dtype[np.generic] | None:
     """The little-endian NumPy dtype of a supported fixed-width type; None for strings."""
     kind = _SUPPORTED[code][1]
-    return None if kind is None else np.dtype(kind).newbyteorder("<")
+    return None if kind is None else as_numpy(kind)
 
 
 def from_numpy(dtype: np.dtype[np.generic]) -> int | None:

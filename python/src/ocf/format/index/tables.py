@@ -46,9 +46,23 @@ _CODECS: dict[int, Codec] = {int(c.value): c for c in Codec}
 _ITEMSIZE = np.full(max(dtypes.BY_CODE) + 1, -1, dtype=np.int64)
 for _row in dtypes.TABLE:
     _ITEMSIZE[_row.code] = _row.itemsize
+
+
+# The NumPy dtype of each dtype code: NumPy's own now, ml_dtypes' once a checkpoint holds
+# one (resolving them loads ml_dtypes: ocf.format.ml_types).
 _NUMPY_BY_CODE = np.empty(len(_ITEMSIZE), dtype=object)
 for _row in dtypes.TABLE:
-    _NUMPY_BY_CODE[_row.code] = _row.numpy
+    if not isinstance(_row.kind, str):
+        _NUMPY_BY_CODE[_row.code] = _row.numpy
+_ML_CODES = np.array([r.code for r in dtypes.TABLE if isinstance(r.kind, str)], dtype=np.int64)
+
+
+def _numpy_dtypes(codes: np.ndarray) -> list[np.dtype[np.generic]]:
+    """The NumPy dtypes of dtype codes ``codes``, one per code."""
+    for code in np.intersect1d(codes, _ML_CODES).tolist():
+        if _NUMPY_BY_CODE[code] is None:
+            _NUMPY_BY_CODE[code] = dtypes.BY_CODE[code].numpy
+    return _NUMPY_BY_CODE[codes].tolist()  # type: ignore[no-any-return]
 
 
 def _u64(values: object) -> np.ndarray:
@@ -415,7 +429,7 @@ class Tables(Mapping[str, TensorInfo]):
             offsets=self._offsets[blocks].tolist(),
             raw_lengths=self._raw[blocks].tolist(),
             crcs=self._crc_array[self._crc_start[blocks]].tolist(),
-            dtypes=_NUMPY_BY_CODE[self._dtypes[rows]].tolist(),
+            dtypes=_numpy_dtypes(self._dtypes[rows]),
             shapes=[tuple(c.dims[c.dim_start[r] : c.dim_start[r] + c.ranks[r]])
                     for r in rows.tolist()],
         ), others
