@@ -172,3 +172,32 @@ def test_convert_to_an_unknown_suffix_lists_the_formats(checkpoint: Path,
     wrong = run("convert", str(checkpoint), str(tmp_path / "x"), "--to", "pickle")
     assert wrong.returncode == 1
     assert "unknown checkpoint format 'pickle'; known: ocf, safetensors" in wrong.stderr
+
+
+def test_inspect_and_verify_read_a_file_written_by_the_safetensors_package(
+        tmp_path: Path) -> None:
+    from safetensors.numpy import save_file
+
+    path = tmp_path / "model.safetensors"
+    save_file({"w": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.ones(2, np.int64)},
+              str(path), metadata={"format": "pt"})
+    listed = run("inspect", str(path))
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[1].startswith("safetensors file, 2 tensors")
+    assert lines[2] == "metadata format = 'pt'"
+    assert [line.split()[:3] for line in lines[4:]] == [["b", "int64", "[2]"],
+                                                       ["w", "float32", "[2,"]]
+    one = run("inspect", str(path), "--tensor", "w")
+    assert one.stdout.splitlines() == ["tensor_name: w", "[[0. 1. 2.]", " [3. 4. 5.]]"]
+    missing = run("inspect", str(path), "--tensor", "x")
+    assert missing.returncode == 1
+    assert missing.stderr.startswith(f"NOT_FOUND: {path}: tensor 'x'")
+    verified = run("verify", str(path))
+    assert verified.returncode == 0
+    assert "2 tensors read" in verified.stdout
+    assert "no checksums" in verified.stdout
+    path.write_bytes(path.read_bytes()[:-4])  # the data buffer no longer tiles
+    broken = run("verify", str(path))
+    assert broken.returncode == 1
+    assert broken.stderr.startswith(("MALFORMED: ", "INVALID: "))

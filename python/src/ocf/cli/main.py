@@ -21,6 +21,7 @@ import numpy as np
 
 from ocf._version import __version__
 from ocf.cli.managed import is_managed_directory, print_listing, resolved
+from ocf.cli.safetensors_view import inspect_safetensors, is_safetensors, verify_safetensors
 from ocf.cli.textformat import format_size, format_table
 from ocf.format.errors import OCFError
 from ocf.format.object_graph import Node, ObjectGraph, Origin
@@ -33,6 +34,8 @@ from ocf.tensorflow.source import is_tensorflow_checkpoint
 def inspect(args: argparse.Namespace) -> int:
     if is_managed_directory(args.path):
         args.path = print_listing(args.path)
+    if is_safetensors(args.path):
+        return inspect_safetensors(args.path, tensor=args.tensor, show_all=args.all)
     if is_tensorflow_checkpoint(args.path):
         from ocf.cli.tensorflow_view import inspect_tensorflow
 
@@ -160,6 +163,8 @@ def _metadata(node: Node) -> str:
 
 def verify(args: argparse.Namespace) -> int:
     path = resolved(args.path)
+    if is_safetensors(path):
+        return verify_safetensors(path)
     if is_tensorflow_checkpoint(path):
         return _verify_foreign(path)
     with Reader(path) as reader:

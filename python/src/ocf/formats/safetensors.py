@@ -229,7 +229,8 @@ def _check_tiling(entries: list[Entry], data_length: int, path: str) -> None:
                            "no tensor", path=path)
 
 
-def _read_tensor(fd: int, entry: Entry, header: Header, path: str) -> np.ndarray:
+def read_tensor(fd: int, entry: Entry, header: Header, path: str) -> np.ndarray:
+    """The values of ``entry``, read from the open safetensors file ``fd``."""
     length = entry.end - entry.begin
     data = os.pread(fd, length, header.data_start + entry.begin)
     if len(data) != length:
@@ -256,7 +257,7 @@ def to_ocf(src: str | os.PathLike[str], dst: str | os.PathLike[str], **options: 
             with Writer(dst, metadata=metadata, **options) as writer:
                 for entry in header.entries:
                     key = entry.name
-                    writer.write(key, _read_tensor(f.fileno(), entry, header, path))
+                    writer.write(key, read_tensor(f.fileno(), entry, header, path))
                 key = None  # what commit refuses concerns no one tensor
         except OCFError as exc:
             raise with_path(exc, path, key) from None
