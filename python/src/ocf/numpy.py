@@ -124,8 +124,9 @@ def restore(path: str | os.PathLike[str], target: object, *, start: str = "",
 
     ``target`` is what :func:`save` was given, or a state of the same
     structure; ``start`` names the checkpoint object to match with it.
-    Unless ``partial``, every value of the target must receive one and every
-    checkpoint value must find one (:meth:`ocf.RestoreStatus.assert_consumed`).
+    Unless ``partial``, every object of the target holding tensors must receive
+    them and every checkpoint tensor must find its object
+    (:meth:`ocf.RestoreStatus.assert_values_matched`).
     Every value is checked before the first is copied, so a failed restore
     changes nothing; a stored dtype other than the target's is an error
     unless ``cast`` (see :func:`ocf.restore`).

@@ -19,14 +19,17 @@ def is_safetensors(path: str | os.PathLike[str]) -> bool:
     return os.fspath(path).lower().endswith(".safetensors") and os.path.isfile(path)
 
 
-def _header(path: str) -> tuple[Header, int]:
-    with open_source(path) as f:
-        return read_header(f, path, os.fstat(f.fileno()).st_size), os.fstat(f.fileno()).st_size
-
-
 def inspect_safetensors(path: str, *, tensor: str | None, show_all: bool) -> int:
     """Print what the safetensors file at ``path`` holds; the exit status."""
-    header, size = _header(path)
+    with open_source(path) as f:
+        size = os.fstat(f.fileno()).st_size
+        header = read_header(f, path, size)
+        _print(path, f.fileno(), header, size, tensor=tensor, show_all=show_all)
+    return 0
+
+
+def _print(path: str, fd: int, header: Header, size: int, *, tensor: str | None,
+           show_all: bool) -> None:
     wanted = [e for e in header.entries if tensor is None or e.name == tensor]
     if tensor is not None and not wanted:
         raise NotFoundError("no tensor with this key", path=path, key=tensor)
@@ -41,18 +44,17 @@ def inspect_safetensors(path: str, *, tensor: str | None, show_all: bool) -> int
                  for e in header.entries]
         print(format_table(rows))
         if not show_all:
-            return 0
-    with open_source(path) as f:
-        for entry in wanted:
-            print(f"{'' if tensor else chr(10)}tensor_name: {entry.name}")
-            print(read_tensor(f.fileno(), entry, header, path))
-    return 0
+            return
+    for entry in wanted:
+        print(f"{'' if tensor else chr(10)}tensor_name: {entry.name}")
+        print(read_tensor(fd, entry, header, path))
 
 
 def verify_safetensors(path: str) -> int:
     """Read every tensor of the safetensors file at ``path``; the exit status."""
-    header, size = _header(path)
     with open_source(path) as f:
+        size = os.fstat(f.fileno()).st_size
+        header = read_header(f, path, size)
         for entry in header.entries:
             read_tensor(f.fileno(), entry, header, path)
     print(f"OK: {path}: {len(header.entries)} tensors read, {format_size(size)}; safetensors "

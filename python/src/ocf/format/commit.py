@@ -31,6 +31,13 @@ def temp_path(target: Path, write_id: str) -> Path:
     return target.with_name(f".{target.name}{TEMP_MARKER}{write_id}")
 
 
+def temp_names_of(final_names: str) -> re.Pattern[str]:
+    """The names :func:`temp_path` gives, with a write id of :func:`new_write_id`, to
+    files whose final names match the regular expression ``final_names``: what a
+    cleanup may delete as its own leftovers [R-COMMIT-004]."""
+    return re.compile(rf"\.(?:{final_names}){re.escape(TEMP_MARKER)}[0-9a-f]{{16}}")
+
+
 def is_temp_name(name: str) -> bool:
     return name.startswith(".") and TEMP_MARKER in name
 

@@ -26,10 +26,10 @@ from ocf.format import dtypes
 from ocf.format.checksum import crc32c
 from ocf.format.codec import ChunkEncoder, Codec
 from ocf.format.commit import (
-    TEMP_MARKER,
     leftover_names,
     new_write_id,
     shard_file_name,
+    temp_names_of,
 )
 from ocf.format.container import (
     FOOTER_SIZE,
@@ -402,9 +402,9 @@ class Writer:
         if not self._storage.temporary_names:
             return  # an upload uses no temporary name
         parent = self.target.parent
-        ours = re.compile(rf"\.{re.escape(self.target.name)}{re.escape(TEMP_MARKER)}[0-9a-f]{{16}}")
+        ours = temp_names_of(re.escape(self.target.name))
         for name in self._storage.list_names(parent):
-            if ours.fullmatch(name):  # this writer's naming only (temp_path, new_write_id)
+            if ours.fullmatch(name):
                 self._storage.remove(parent / name)
 
     def _commit_directory(self) -> None:

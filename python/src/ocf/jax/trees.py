@@ -101,7 +101,9 @@ def restore(path: str | os.PathLike[str], target: Any, *, start: str = "",
                                path=file)
         status = restore_objects(view.root, file, start=start, partial=True, verify=verify,
                                  storage_options=storage_options)
-        unmatched = _holding_tensors(graph, status.unmatched_checkpoint_paths())
+        # Objects holding no tensor (an activation layer of another framework) are
+        # structure only, and may be missing.
+        unmatched = status.unmatched_checkpoint_paths(holding_values=True)
     if not partial:
         _fail_if("leaves of the target received no value", view.unrestored(), path)
         _fail_if("checkpoint tensors matched no leaf of the target", unmatched, path)
@@ -136,16 +138,6 @@ def _leaf_keys(start: str, name_map: NameMap | None) -> Callable[[str], str]:
             return leaf
         return name_map.get(leaf, leaf) if isinstance(name_map, Mapping) else name_map(leaf)
     return key
-
-
-def _holding_tensors(graph: ObjectGraph, paths: list[str]) -> list[str]:
-    """The unmatched checkpoint objects that hold tensors; objects holding none (an
-    activation layer of another framework) are structure only, and may be missing."""
-    wanted = set(paths)
-    if not wanted:
-        return []
-    nodes = {p: n for n in range(len(graph.nodes)) if (p := graph.path(n) or "(root)") in wanted}
-    return [p for p in paths if p not in nodes or graph.nodes[nodes[p]].attributes]
 
 
 class TreeState:

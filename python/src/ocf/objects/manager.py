@@ -72,9 +72,7 @@ from collections.abc import Callable
 from typing import Literal, Protocol, SupportsIndex, TypeAlias, overload, runtime_checkable
 
 from ocf.format.async_save import SaveHandle, then, wait_for_pending
-from ocf.format.commit import (
-    TEMP_MARKER,
-)
+from ocf.format.commit import temp_names_of
 from ocf.format.errors import (
     InvalidError,
 )
@@ -203,9 +201,8 @@ class CheckpointManager:
         self._last_checkpoint_step: int | None = None
         self._init_fn = init_fn
         self._clock = clock
-        self._leftover = re.compile(
-            rf"\.({re.escape(self._name)}-\d+|{re.escape(STATE_FILE_NAME)})"
-            rf"{re.escape(TEMP_MARKER)}[0-9a-f]{{16}}")
+        self._leftover = temp_names_of(
+            rf"{re.escape(self._name)}-\d+|{re.escape(STATE_FILE_NAME)}")
         self._entries: dict[str, float] = {}  # name -> timestamp, oldest first
         self._metrics: dict[str, Metrics] = {}  # name -> what it was saved with
         self._latest: str | None = None

@@ -56,15 +56,15 @@ def save_file(tensors: Mapping[str, torch.Tensor], path: str | os.PathLike[str],
     the CPU one at a time. A tensor held under two keys (tied weights) is
     stored twice.
     """
-    return write_arrays(Converted(tensors, _checked_numpy), path, metadata=metadata,
+    def checked_numpy(tensor: Any, key: str) -> Any:
+        if not isinstance(tensor, torch.Tensor):
+            raise InvalidError(f"expected a torch.Tensor, got {type(tensor).__name__}",
+                               path=path, key=key)
+        return to_numpy(tensor, key)
+
+    return write_arrays(Converted(tensors, checked_numpy), path, metadata=metadata,
                         layout=layout, compression=compression, blocking=blocking,
                         storage_options=storage_options, options=options)
-
-
-def _checked_numpy(tensor: Any, key: str) -> Any:
-    if not isinstance(tensor, torch.Tensor):
-        raise InvalidError(f"expected a torch.Tensor, got {type(tensor).__name__}", key=key)
-    return to_numpy(tensor, key)
 
 
 def load_file(path: str | os.PathLike[str], keys: Iterable[str] | None = None, *,
