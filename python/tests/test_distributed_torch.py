@@ -13,7 +13,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -30,59 +29,18 @@ from ocf.distributed.parts import merge_parts
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import distributed_worker as worker  # noqa: E402
+import ranks  # noqa: E402
 from s3server import S3Server  # noqa: E402
 
-TIMEOUT = 60
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+WORKER = HERE / "distributed_worker.py"
 
 
 def _start(job: dict[str, Any], world: int) -> list[subprocess.Popen[bytes]]:
-    init = f"tcp://127.0.0.1:{_free_port()}"
-    Path(job["out"]).mkdir(parents=True, exist_ok=True)
-    processes = []
-    for rank in range(world):
-        env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": str(world),
-               "OCF_TEST_INIT": init, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
-        processes.append(subprocess.Popen(
-            [sys.executable, str(HERE / "distributed_worker.py"), json.dumps(job)], env=env,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=job["out"]))
-    return processes
-
-
-def _finish(processes: list[subprocess.Popen[bytes]]) -> list[int]:
-    deadline = time.monotonic() + TIMEOUT
-    codes = []
-    try:
-        for process in processes:
-            codes.append(process.wait(timeout=max(1.0, deadline - time.monotonic())))
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-    return codes
-
-
-def _close_pipes(processes: list[subprocess.Popen[bytes]]) -> None:
-    for process in processes:
-        for pipe in (process.stdout, process.stderr):
-            if pipe is not None:
-                pipe.close()
+    return ranks.start(WORKER, job, world)
 
 
 def _run(job: dict[str, Any], world: int) -> list[dict[str, Any]]:
-    processes = _start(job, world)
-    codes = _finish(processes)
-    errors = [p.stderr.read().decode()[-3000:] for p in processes if p.stderr]
-    _close_pipes(processes)
-    assert codes == [0] * world, "\n".join(errors)
-    return [json.loads((Path(job["out"]) / f"{r}.json").read_text()) for r in range(world)]
+    return ranks.run(WORKER, job, world)
 
 
 def _check_loaded(out: Path, world: int, source: str, axis: int,
@@ -185,7 +143,7 @@ def test_rank_killed_mid_save_commits_nothing_and_the_previous_checkpoint_stays_
            "out": str(tmp_path / "out")}
     processes = _start(job, 4)
     try:
-        deadline = time.monotonic() + TIMEOUT
+        deadline = time.monotonic() + ranks.TIMEOUT
         while not ready.exists():
             assert time.monotonic() < deadline, "the victim never reached its stall"
             assert processes[victim].poll() is None, processes[victim].stderr.read().decode()
@@ -196,8 +154,8 @@ def test_rank_killed_mid_save_commits_nothing_and_the_previous_checkpoint_stays_
         assert shards
         os.kill(processes[victim].pid, signal.SIGKILL)
     finally:
-        codes = _finish(processes)
-        _close_pipes(processes)
+        codes = ranks.finish(processes)
+        ranks.close_pipes(processes)
     assert codes[victim] == -signal.SIGKILL
     survivors = [r for r in range(4) if r != victim]
     assert [codes[r] for r in survivors] == [0, 0, 0]

@@ -187,6 +187,12 @@ class Writer:
             tensor = self._tensors[key] = _Tensor(key, dtype, shape)
         tensor.slices.append(Slice(start, array.shape, self._store(raw, dtype)))
 
+    def set_metadata(self, metadata: Mapping[str, object]) -> None:
+        """Replace the checkpoint's metadata (given to the constructor, if any) before
+        :meth:`commit`: for writers that learn it only after writing the tensors."""
+        self._index.ClearField("metadata")
+        encode_map(metadata, self._index.metadata)
+
     def set_object_graph(self, nodes: Sequence[Node]) -> None:
         """Make this an object-based checkpoint with the object graph ``nodes``.
 

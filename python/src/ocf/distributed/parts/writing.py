@@ -147,6 +147,13 @@ class PartWriter(Writer):
             else:
                 self.write(key, np.asarray(value))
 
+    def set_metadata(self, metadata: Mapping[str, object]) -> None:
+        """Give the checkpoint its metadata (part 0 only) [R-PART-005]."""
+        if metadata and self.part != 0:
+            raise InvalidError("only part 0 carries the checkpoint's metadata",
+                               path=self.target, requirement="R-PART-005")
+        super().set_metadata(metadata)
+
     def set_object_graph(self, nodes: Sequence[Node]) -> None:
         """Give the checkpoint its object graph (part 0 only; checked at the merge)."""
         if self.part != 0:
