@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.distributed as dist
+from torch.distributed.tensor import DTensor
 
 from ocf.distributed.parts import Slice, merge_parts, new_save_id, write_part
 from ocf.format.errors import ERROR_CLASSES, Category, InvalidError, OCFError
@@ -35,7 +36,7 @@ from ocf.format.object_graph import Node
 from ocf.format.reader import Reader
 from ocf.format.storage.location import join_path, url_scheme
 from ocf.objects.manager import CheckpointManager
-from ocf.torch.tensors import from_numpy, to_numpy
+from ocf.torch.tensors import from_numpy, ocf_dtype, to_numpy
 
 Region = Sequence[slice] | slice | None
 # Chunk size of distributed saves unless the caller chooses one: a reader that
@@ -82,8 +83,12 @@ def save(path: str | os.PathLike[str], tensors: Mapping[str, object], *,
     """Write this rank's ``tensors`` as its part of the checkpoint at ``path``.
 
     Call on every rank of ``group`` with the same ``path``. Values are
-    tensors or arrays (stored whole, owned by this rank alone) or
-    :class:`ocf.distributed.parts.Slice` boxes of tensors partitioned across ranks.
+    tensors or arrays (stored whole, owned by this rank alone),
+    :class:`ocf.distributed.parts.Slice` boxes of tensors partitioned across ranks,
+    or DTensors (FSDP2's parameters and optimizer states, tensor parallel
+    shards: each rank stores its local shard as a box of the global tensor;
+    of replicas, only the rank at coordinate 0 of the replicated mesh
+    dimensions stores one).
     Rank 0's ``metadata`` and ``object_graph`` are stored; other ranks' are
     ignored. ``options`` go to the writer (compression, chunk_size, which is
     :data:`RESHARD_CHUNK_SIZE` unless given, tile_bytes, which is
@@ -100,7 +105,8 @@ def save(path: str | os.PathLike[str], tensors: Mapping[str, object], *,
     assert isinstance(save_id, str)
 
     def write() -> None:
-        write_part(path, {key: _numpy(key, value) for key, value in tensors.items()},
+        arrays = {key: _numpy(key, value) for key, value in tensors.items()}
+        write_part(path, {key: array for key, array in arrays.items() if array is not None},
                    part=rank, parts=world, save_id=save_id,
                    metadata=metadata if rank == 0 else None,
                    object_graph=object_graph if rank == 0 else None, **options)
@@ -153,6 +159,31 @@ def load(path: str | os.PathLike[str], wanted: Mapping[str, Region], *,
             needed += array.nbytes
             out[key] = from_numpy(array, key)
         return Loaded(out, reader.bytes_read, needed)
+
+
+def load_into(path: str | os.PathLike[str], state: Mapping[str, torch.Tensor], *,
+              verify: bool = True, storage_options: Mapping[str, Any] | None = None) -> int:
+    """Fill each tensor of ``state`` in place from the checkpoint at ``path``: a DTensor
+    receives the region of the global tensor its local shard covers, whatever mesh and
+    placements saved it; a plain tensor the whole tensor. Shapes and dtypes are checked
+    for every key before the first value is copied. Returns the stored bytes read.
+
+    Example::
+
+        state = {"w": distribute_tensor(torch.empty(8, 4), mesh, [Shard(1)])}
+        load_into("run/ckpt-3", state)
+    """
+    with Reader(path, verify=verify, storage_options=storage_options) as reader:
+        plan = [(key, target, _target_region(key, target)) for key, target in state.items()]
+        for key, target, _ in plan:
+            _check_target(reader, key, target)
+        for key, target, region in plan:
+            local = target.to_local() if isinstance(target, DTensor) else target
+            if region is None:  # a DTensor shard that holds no element on this rank
+                continue
+            array = reader.get_slice(key, region) if region else reader.read_tensor(key)
+            local.copy_(from_numpy(array, key).reshape(local.shape))
+        return reader.bytes_read
 
 
 def region_of(shape: Sequence[int], part: int, parts: int, axis: int = 0) -> tuple[slice, ...]:
@@ -220,7 +251,15 @@ def _from_rank_0(value: object, group: dist.ProcessGroup | None) -> Any:
 
 
 def _numpy(key: str, value: object) -> object:
-    """Torch tensors (whole or as a Slice's value) as NumPy arrays, sharing memory."""
+    """Torch tensors (whole or as a Slice's value) as NumPy arrays, sharing memory; a
+    DTensor as the Slice of the global tensor this rank holds, or None when another
+    rank holds the same replica."""
+    if isinstance(value, DTensor):
+        box = _local_box(key, value)
+        if box is None or not _writes_replica(value):
+            return None
+        start, _ = box
+        return Slice(to_numpy(value.to_local(), key), start, tuple(value.shape))
     if isinstance(value, Slice) and isinstance(value.value, torch.Tensor):
         return Slice(to_numpy(value.value, key), value.start, value.shape)
     if isinstance(value, torch.Tensor):
@@ -257,3 +296,54 @@ class _Committed:
 
     def restore(self, path: str) -> object:
         raise InvalidError("restore with ocf.distributed.torch.load", path=path)
+
+
+# -- DTensors --------------------------------------------------------------------------------
+
+
+def _local_box(key: str, value: DTensor) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """Where this rank's local shard starts in the global tensor, and its extent; None
+    for a shard without elements (an uneven split leaves some ranks none)."""
+    if any(p.is_partial() for p in value.placements):
+        raise InvalidError("a DTensor with Partial placements holds no values of its own "
+                           "until reduced; redistribute it to Shard or Replicate first",
+                           key=key)
+    chunks = value.__create_chunk_list__()  # type: ignore[no-untyped-call]
+    if len(chunks) != 1:
+        raise InvalidError(f"a DTensor whose local tensor is {len(chunks)} boxes is not "
+                           "supported", key=key)
+    start, extent = tuple(chunks[0].offsets), tuple(chunks[0].sizes)
+    return None if 0 in extent else (start, extent)
+
+
+def _writes_replica(value: DTensor) -> bool:
+    """Whether this rank stores its shard: every rank holding the same replica has the
+    same coordinate on the sharded mesh dimensions; the one at 0 on the replicated ones
+    stores it."""
+    coordinate = value.device_mesh.get_coordinate()
+    if coordinate is None:  # this rank is not in the tensor's mesh
+        return False
+    return all(c == 0 for c, p in zip(coordinate, value.placements) if p.is_replicate())
+
+
+def _target_region(key: str, target: object) -> tuple[slice, ...] | None:
+    """The region of the stored tensor that ``target`` receives (() for all of it)."""
+    if isinstance(target, DTensor):
+        box = _local_box(key, target)
+        if box is None:
+            return None
+        return tuple(slice(b, b + e) for b, e in zip(*box))
+    if isinstance(target, torch.Tensor):
+        return ()
+    raise InvalidError(f"load_into fills tensors and DTensors, not {type(target).__name__}",
+                       key=key)
+
+
+def _check_target(reader: Reader, key: str, target: torch.Tensor) -> None:
+    info = reader[key]
+    if tuple(target.shape) != tuple(info.shape):
+        raise InvalidError(f"the checkpoint's tensor has shape {list(info.shape)}, the "
+                           f"target {list(target.shape)}", path=reader.path, key=key)
+    if ocf_dtype(target.dtype, key).name != info.dtype.name:
+        raise InvalidError(f"the checkpoint's tensor has dtype {info.dtype.name}, the target "
+                           f"{target.dtype}", path=reader.path, key=key)
