@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
+import tf_support
 from s3server import S3Server, serve
 from samples import every_dtype
 
@@ -33,3 +35,15 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
 def s3_bucket(s3_server: S3Server) -> str:
     """A new, empty bucket on the session's S3 server: its ``s3://`` URL."""
     return f"s3://{s3_server.new_bucket()}"
+
+
+@pytest.fixture(scope="session")
+def tf_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """TensorFlow's own checkpoints (tf_support.GENERATED), read back by TensorFlow.
+
+    Written once per session in the session's TensorFlow process, for the
+    test_tf_bundle_*.py files that read them or compare with them.
+    """
+    out = tmp_path_factory.mktemp("tf_generated")
+    tf_support.run("generate", str(out))
+    return out

@@ -4,13 +4,13 @@ Every TensorFlow checkpoint here is written by real TensorFlow (tensorflow-cpu
 2.21, Keras 3) in tf_scenarios.py, and every expected value is what
 TensorFlow itself read (``tf.train.load_checkpoint``) or held (Keras
 predictions, optimizer slots). TensorFlow is imported only in the one
-TensorFlow process of the session (tf_support.run, shared with
-test_tf_bundle.py): it builds the scenarios, then reads and restores what
-OCF wrote. The tests themselves run OCF without TensorFlow, and one of
+TensorFlow process of the session (tf_support.run, shared with the
+test_tf_bundle_*.py files): it builds the scenarios, then reads and restores
+what OCF wrote. The tests themselves run OCF without TensorFlow, and one of
 them in a process where TensorFlow cannot be imported at all.
 
 The bundle layer (SSTable, dtypes, shards, partitioned tensors, hostile
-bundles) has its own tests in test_tf_bundle.py; here are the scenarios.
+bundles) has its own tests in the test_tf_bundle_*.py files; here are the scenarios.
 """
 
 from __future__ import annotations
@@ -56,8 +56,9 @@ QUANTIZED_AS = {"qint8": "int8", "quint8": "uint8", "qint32": "int32"}
 
 
 def run_tensorflow(*args: str) -> None:
-    """tf_scenarios.py's ``build`` or ``check``, in the TensorFlow process test_tf_bundle.py
-    uses too (tf_support.run), so the session imports TensorFlow once."""
+    """tf_scenarios.py's ``build`` or ``check``, in the TensorFlow process the
+    test_tf_bundle_*.py files use too (tf_support.run), so the session imports
+    TensorFlow once."""
     tf_support.run(f"scenarios-{args[0]}", *args[1:])
 
 

@@ -166,8 +166,8 @@ def exotic_dtype_values() -> dict[str, Any]:
     for name, low, high in (("int4", -8, 7), ("uint4", 0, 15), ("int2", -2, 1), ("uint2", 0, 3)):
         values[name] = (np.array([[low, high, 0], [1, high, low]], dtype=getattr(ml_dtypes, name)),
                         None)
-    # qint16 and quint16 cannot be variables (no AssignVariableOp kernel); test_tf_bundle
-    # covers them through SaveV2.
+    # qint16 and quint16 cannot be variables (no AssignVariableOp kernel); the
+    # test_tf_bundle_*.py files cover them through SaveV2.
     for name, base in (("qint8", np.int8), ("quint8", np.uint8), ("qint32", np.int32)):
         info = np.iinfo(base)
         values[name] = (np.array([[info.min, info.max, 0], [1, 5, info.max // 3]], base), name)

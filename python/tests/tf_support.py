@@ -4,7 +4,7 @@ Importing TensorFlow takes seconds, so one TensorFlow process serves the
 whole test session (:func:`run`): ``python tf_support.py serve`` imports
 TensorFlow once and runs commands read from stdin, one JSON list per line,
 answering each with a JSON line on its own stdout (TensorFlow's output goes
-to stderr). It serves test_tf_bundle.py (the first two commands) and
+to stderr). It serves the test_tf_bundle_*.py files (the first two commands) and
 test_tf_interop.py (the ``scenarios`` commands of tf_scenarios.py), so a
 session starts TensorFlow once, not four times. Each command also runs on
 its own as ``python tf_support.py COMMAND ARGS...``:
