@@ -110,7 +110,8 @@ class Suite:
         save ``save_id``; the implementation merges ``parts`` parts in a copy of it."""
         self._check_common(level, requirements, description)
         assert expect["result"] in ("ok", "error")
-        assert re.fullmatch(r"[0-9a-f]{16}", save_id) and 1 <= parts <= 65536
+        assert (re.fullmatch(r"[0-9a-f]{16}", save_id) and 1 <= parts <= 65536) \
+            or expect == error("INVALID"), "arguments out of range are refused (M0)"
         directory = self._directory(case_id)
         for relative in sorted(files):
             assert relative.startswith(input + "/") and ".." not in relative.split("/")

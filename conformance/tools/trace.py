@@ -287,12 +287,13 @@ def _check_merge(case: dict[str, Any], directory: Path, expect: Any,
         problems += _check_expect_ok(expect)
     elif set(expect) != {"result", "category"} or expect.get("category") not in CATEGORIES:
         problems.append("expect of an error must hold result and one of the seven categories")
-    if not isinstance(case.get("save_id"), str) or not re.fullmatch(r"[0-9a-f]{16}",
-                                                                     case["save_id"]):
-        problems.append(f"save_id {case.get('save_id')!r} is not 16 lowercase hex digits")
-    parts = case.get("parts")
-    if isinstance(parts, bool) or not isinstance(parts, int) or not 1 <= parts <= 65536:
-        problems.append(f"parts {parts!r} is not an integer in [1, 65536]")
+    save_id, parts = case.get("save_id"), case.get("parts")
+    if not isinstance(save_id, str) or isinstance(parts, bool) or not isinstance(parts, int):
+        problems.append(f"save_id {save_id!r} is not a string or parts {parts!r} not an integer")
+    elif (not re.fullmatch(r"[0-9a-f]{16}", save_id) or not 1 <= parts <= 65536) \
+            and expect != {"result": "error", "category": "INVALID"}:
+        problems.append(f"save_id {save_id!r} or parts {parts} is out of range (M0 of "
+                        "spec/parts.md), so the case must expect INVALID")
     target = _inside(directory, case.get("input"))
     if target is None or not target.is_dir():
         problems.append(f"input {case.get('input')!r} is not a directory in the case")
