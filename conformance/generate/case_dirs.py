@@ -72,8 +72,9 @@ class Suite:
 
     def read(self, case_id: str, *, requirements: list[str], description: str,
              files: dict[str, bytes], input: str, expect: dict[str, Any],
-             level: str = "required") -> None:
-        """A read case: ``files`` (relative path -> bytes) are the checkpoint."""
+             level: str = "required", links: dict[str, str] | None = None) -> None:
+        """A read case: ``files`` (relative path -> bytes) are the checkpoint, and
+        ``links`` (relative path -> target) symbolic links beside them."""
         self._check_common(level, requirements, description)
         assert expect["result"] in ("ok", "error")
         directory = self._directory(case_id)
@@ -82,6 +83,10 @@ class Suite:
             target = directory / relative
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(files[relative])
+        for relative, link_target in sorted((links or {}).items()):
+            assert not relative.startswith("/") and ".." not in relative.split("/")
+            (directory / relative).parent.mkdir(parents=True, exist_ok=True)
+            (directory / relative).symlink_to(link_target)
         case = {"id": case_id, "level": level, "requirements": requirements,
                 "description": description, "op": "read", "input": input, "expect": expect}
         (directory / "case.json").write_bytes(dump(case, TOP_ORDER))

@@ -1412,6 +1412,13 @@ def paths(r: Rejects) -> None:
     r.files("path.index-is-a-directory", ["R-FILE-008"], "NOT_FOUND",
             "A directory whose index.ocf is itself a directory, not a regular file.",
             in_directory(files))
+    files = builder.files()
+    files.pop("index.ocf")
+    r.suite.read("reject.path.index-is-a-dangling-symlink",
+                 requirements=["R-FILE-008"], description="A directory whose index.ocf is a "
+                 "symbolic link to 'gone.ocf', which does not exist: no regular file, so no "
+                 "checkpoint.", files=in_directory(files), input=DIRECTORY,
+                 expect=error("NOT_FOUND"), links={f"{DIRECTORY}/index.ocf": "gone.ocf"})
 
 
 # -- order of checks ----------

@@ -347,9 +347,48 @@ def _check_write(case: dict[str, Any], directory: Path, expect: Any,
         if not isinstance(graph, dict) or set(graph) != {"nodes"} or not all(
                 isinstance(n, dict) and set(n) == node_keys for n in graph["nodes"]):
             problems.append(f"source object_graph must be {{nodes: [{sorted(node_keys)}]}}")
+        else:
+            problems += _underived_keys(graph["nodes"])
     if expect is not None and isinstance(expect, dict) and \
             set(source["tensors"] or {}) != set(expect.get("tensors") or {}):
         problems.append("source and expect name different tensors")
+    return problems
+
+
+def _canonical_paths(nodes: list[dict[str, Any]]) -> list[str | None]:
+    """Canonical paths by the algorithm of spec/objects.md [R-GRAPH-007]: breadth-first
+    along child edges, then one pass over the slot variables."""
+    def join(*parts: str) -> str:
+        return "/".join(p for p in parts if p)
+
+    paths: list[str | None] = [""] + [None] * (len(nodes) - 1)
+    queue = [0]
+    for u in queue:  # the list grows while it is walked: first in, first out
+        for name, v in nodes[u]["children"]:
+            if paths[v] is None:
+                paths[v] = join(paths[u] or "", name)
+                queue.append(v)
+    by_edges = [p is not None for p in paths]
+    for u, node in enumerate(nodes):
+        if by_edges[u]:
+            for variable, slot_name, s in node["slot_variables"]:
+                if paths[s] is None and by_edges[variable]:
+                    paths[s] = join(paths[u] or "", ".slot", paths[variable] or "", slot_name)
+    return paths
+
+
+def _underived_keys(nodes: list[dict[str, Any]]) -> list[str]:
+    """Attribute keys of a source.json graph that differ from the derived ones: a write
+    case gives the keys [R-GRAPH-007] derives, so that storing or deriving them agree."""
+    paths = _canonical_paths(nodes)
+    problems = []
+    for n, node in enumerate(nodes):
+        for name, key in node["attributes"]:
+            path = paths[n]
+            derived = None if path is None else (f"{path}/.{name}" if path else f".{name}")
+            if key != derived:
+                problems.append(f"source node {n} attribute {name!r} names {key!r}, "
+                                f"not the derived key {derived!r}")
     return problems
 
 
