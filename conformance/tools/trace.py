@@ -48,9 +48,13 @@ CASE_ID = re.compile(r"^[a-z]+\.[a-z0-9][a-z0-9._-]*[a-z0-9]$")
 DTYPES = {"bool": 1, "int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint8": 1, "uint16": 2,
           "uint32": 4, "uint64": 8, "float16": 2, "bfloat16": 2, "float32": 4, "float64": 8,
           "complex64": 8, "complex128": 16, "float8_e4m3fn": 1, "float8_e5m2": 1, "bytes": 0}
-READ_KEYS = {"id", "level", "requirements", "description", "op", "input", "expect"}
-WRITE_KEYS = {"id", "level", "requirements", "description", "op", "source", "layout", "expect"}
-MERGE_KEYS = {"id", "level", "requirements", "description", "op", "input", "save_id", "parts",
+PROFILES = ("core-read", "zstd", "slices", "object-graph", "write", "parts-merge")
+BASE_PROFILE = {"read": "core-read", "write": "write", "merge": "parts-merge"}
+READ_KEYS = {"id", "level", "requirements", "profiles", "description", "op", "input", "expect"}
+WRITE_KEYS = {"id", "level", "requirements", "profiles", "description", "op", "source",
+              "layout", "expect"}
+MERGE_KEYS = {"id", "level", "requirements", "profiles", "description", "op", "input",
+              "save_id", "parts",
               "expect"}
 OK_KEYS = {"result", "tensors", "metadata", "object_graph"}
 
@@ -203,6 +207,11 @@ def check_case(case: Any, directory: Path, group: str) -> list[str]:
         problems.append("requirements must be a non-empty list of ids")
     elif len(set(cited)) != len(cited):
         problems.append("requirements lists an id twice")
+    profiles = case.get("profiles")
+    if not isinstance(profiles, list) or BASE_PROFILE[op] not in profiles or \
+            len(set(profiles)) != len(profiles) or not set(profiles) <= set(PROFILES):
+        problems.append(f"profiles {profiles!r} must be distinct names from {list(PROFILES)}, "
+                        f"{BASE_PROFILE[op]!r} among them")
     description = case.get("description")
     if not isinstance(description, str) or not description.strip() or "\n" in description:
         problems.append("description must be one non-empty line")
