@@ -11,16 +11,20 @@ refuse what the protocol forbids.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import jsonschema
+import numpy as np
 import pytest
 from referencing import Registry, Resource
 
-from ocf.conformance import adapter, harness
+from ocf.conformance import adapter, harness, semantics
 from ocf.conformance.cases import Case, load_cases
+from ocf.format.reader import Reader
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMAS = REPO / "conformance" / "schemas"
@@ -114,3 +118,28 @@ def test_the_request_schema_refuses_a_request_without_its_fields() -> None:
     assert _errors(REQUEST, {"id": 1, "op": "read", "case": "x"}) != []
     assert _errors(REQUEST, {"id": 1, "op": "write", "case": "x", "source": "s",
                              "output": "o", "layout": "zip"}) != []
+
+
+# -- the reference digests of conformance/protocol.md, "Tensors" ---------------------------
+
+
+def _reference_digests() -> list[tuple[str, bytes, str]]:
+    """(tensor, canonical bytes, sha256) rows of the table in protocol.md."""
+    text = (REPO / "conformance" / "protocol.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| ([^|]+) \| `([0-9a-f ]+)` \| `([0-9a-f]{64})` \|$", text, re.M)
+    return [(name.strip(), bytes.fromhex(data), digest) for name, data, digest in rows]
+
+
+def test_the_reference_digests_of_the_protocol_are_right() -> None:
+    rows = _reference_digests()
+    assert [name for name, _, _ in rows] == ['float32 `[2, 2]`, `[[1, 2], [3, 4]]`',
+                                             'bytes `[2]`, `[b"a", b"bc"]`']
+    for _, data, digest in rows:
+        assert hashlib.sha256(data).hexdigest() == digest
+    kernel = np.array([[1, 2], [3, 4]], dtype=np.float32)
+    strings = np.array([b"a", b"bc"], dtype=object)
+    assert [semantics.tensor(kernel)["sha256"], semantics.tensor(strings)["sha256"]] == \
+        [digest for _, _, digest in rows]
+    with Reader(REPO / "spec" / "examples" / "directory") as reader:
+        assert semantics.describe(reader)["tensors"]["kernel"] == {  # type: ignore[index]
+            "dtype": "float32", "shape": [2, 2], "sha256": rows[0][2]}
