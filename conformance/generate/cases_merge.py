@@ -218,6 +218,10 @@ def refusals(suite: Suite) -> None:
     refused("no-part-identity", "INVALID", ["R-PART-001"],
             "Part 2 lists the feature 'part' but has no Index.part.",
             damaged(lambda x: x.ClearField("part"), part=2))
+    refused("part-identity-present-but-empty", "INVALID", ["R-PART-001", "R-PART-004"],
+            "Part 2's Index.part is present as an empty message (field 7 of length 0): it "
+            "is set, and its empty save id and part number 0 do not match the file name.",
+            damaged(lambda x: (x.ClearField("part"), x.part.SetInParent()), part=2))
     refused("part-with-own-data", "INVALID", ["R-PART-001"],
             "Part 1 lists the shard with the empty path (data in the part index itself).",
             damaged(lambda x: x.shards.add(path="")))
