@@ -13,12 +13,42 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ocf.v1 import index_pb2
+
+import ocfbytes
+
 LEVELS = ("required", "recommended", "optional")
 CATEGORIES = ("MALFORMED", "INVALID", "UNSUPPORTED_VERSION", "UNKNOWN_REQUIRED_FEATURE",
               "INTEGRITY", "LIMIT_EXCEEDED", "NOT_FOUND")
 ID = re.compile(r"^(read|reject|write|merge)\.[a-z0-9][a-z0-9._-]*[a-z0-9]$")
-TOP_ORDER = ("id", "level", "requirements", "description", "op", "input", "source", "layout",
-             "save_id", "parts", "expect")
+TOP_ORDER = ("id", "level", "requirements", "profiles", "description", "op", "input",
+             "source", "layout", "save_id", "parts", "expect")
+CODEC_ZSTD = 2
+
+
+def _index_of(blob: bytes | None) -> index_pb2.Index | None:
+    """The index of an index file, or None when the file (damaged on purpose) has none
+    that parses."""
+    if blob is None:
+        return None
+    try:
+        return ocfbytes.index_of(blob)
+    except Exception:  # any damage: the case then needs no profile beyond its base
+        return None
+
+
+def profiles_of(base: str, indexes: list[index_pb2.Index | None]) -> list[str]:
+    """The conformance profiles (spec/README.md) a case needs, from what its index
+    files use: zstd blocks, tensors in slices, an object graph."""
+    found = [index for index in indexes if index is not None]
+    uses = {
+        "zstd": any(CODEC_ZSTD in index.blocks.codecs for index in found),
+        "slices": any(any(index.tensors.slice_counts) for index in found),
+        "object-graph": any(index.HasField("object_graph") for index in found),
+    }
+    if base == "parts-merge":  # a merger neither decodes nor reads slices: it copies them
+        uses["zstd"] = uses["slices"] = False
+    return [base, *(name for name, used in uses.items() if used)]
 
 
 def _sorted(value: Any) -> Any:
@@ -72,8 +102,9 @@ class Suite:
 
     def read(self, case_id: str, *, requirements: list[str], description: str,
              files: dict[str, bytes], input: str, expect: dict[str, Any],
-             level: str = "required") -> None:
-        """A read case: ``files`` (relative path -> bytes) are the checkpoint."""
+             level: str = "required", links: dict[str, str] | None = None) -> None:
+        """A read case: ``files`` (relative path -> bytes) are the checkpoint, and
+        ``links`` (relative path -> target) symbolic links beside them."""
         self._check_common(level, requirements, description)
         assert expect["result"] in ("ok", "error")
         directory = self._directory(case_id)
@@ -82,7 +113,13 @@ class Suite:
             target = directory / relative
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(files[relative])
+        for relative, link_target in sorted((links or {}).items()):
+            assert not relative.startswith("/") and ".." not in relative.split("/")
+            (directory / relative).parent.mkdir(parents=True, exist_ok=True)
+            (directory / relative).symlink_to(link_target)
+        index_file = files.get(input, files.get(f"{input}/index.ocf"))
         case = {"id": case_id, "level": level, "requirements": requirements,
+                "profiles": profiles_of("core-read", [_index_of(index_file)]),
                 "description": description, "op": "read", "input": input, "expect": expect}
         (directory / "case.json").write_bytes(dump(case, TOP_ORDER))
 
@@ -99,6 +136,7 @@ class Suite:
             target.write_bytes(data[relative])
         (directory / "source.json").write_bytes(dump(source))
         case = {"id": case_id, "level": level, "requirements": requirements,
+                "profiles": ["write", *(["object-graph"] if source["object_graph"] else [])],
                 "description": description, "op": "write", "source": "source.json",
                 "layout": layout, "expect": expect}
         (directory / "case.json").write_bytes(dump(case, TOP_ORDER))
@@ -110,7 +148,8 @@ class Suite:
         save ``save_id``; the implementation merges ``parts`` parts in a copy of it."""
         self._check_common(level, requirements, description)
         assert expect["result"] in ("ok", "error")
-        assert re.fullmatch(r"[0-9a-f]{16}", save_id) and 1 <= parts <= 65536
+        assert (re.fullmatch(r"[0-9a-f]{16}", save_id) and 1 <= parts <= 65536) \
+            or expect == error("INVALID"), "arguments out of range are refused (M0)"
         directory = self._directory(case_id)
         for relative in sorted(files):
             assert relative.startswith(input + "/") and ".." not in relative.split("/")
@@ -118,7 +157,9 @@ class Suite:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(files[relative])
         (directory / input).mkdir(exist_ok=True)
+        parts_files = [data for name, data in files.items() if name.endswith(".ocfpart")]
         case = {"id": case_id, "level": level, "requirements": requirements,
+                "profiles": profiles_of("parts-merge", [_index_of(p) for p in parts_files]),
                 "description": description, "op": "merge", "input": input,
                 "save_id": save_id, "parts": parts, "expect": expect}
         (directory / "case.json").write_bytes(dump(case, TOP_ORDER))

@@ -218,6 +218,10 @@ def refusals(suite: Suite) -> None:
     refused("no-part-identity", "INVALID", ["R-PART-001"],
             "Part 2 lists the feature 'part' but has no Index.part.",
             damaged(lambda x: x.ClearField("part"), part=2))
+    refused("part-identity-present-but-empty", "INVALID", ["R-PART-001", "R-PART-004"],
+            "Part 2's Index.part is present as an empty message (field 7 of length 0): it "
+            "is set, and its empty save id and part number 0 do not match the file name.",
+            damaged(lambda x: (x.ClearField("part"), x.part.SetInParent()), part=2))
     refused("part-with-own-data", "INVALID", ["R-PART-001"],
             "Part 1 lists the shard with the empty path (data in the part index itself).",
             damaged(lambda x: x.shards.add(path="")))
@@ -321,6 +325,69 @@ def refusals(suite: Suite) -> None:
             "nothing, so the previous checkpoint stays the committed one.", files)
 
 
+def arguments(suite: Suite) -> None:
+    """M0 of spec/parts.md: a save id or part count out of range is refused before any
+    file is touched."""
+    tensors = four_tensors()
+    for name, save_id, parts, why in [
+            ("save-id-escapes-the-directory", "../0123456789abc", 4,
+             "a save id that is not 16 lowercase hexadecimal digits ('../0123456789abc', "
+             "which would name files outside the directory)"),
+            ("save-id-in-upper-case", SAVE.upper(), 4,
+             "a save id in upper-case hexadecimal digits"),
+            ("part-count-zero", SAVE, 0, "a part count of 0"),
+            ("part-count-above-limit", SAVE, 65537, "a part count of 65537")]:
+        suite.merge(f"merge.arguments.{name}", requirements=["R-PART-004"],
+                    description=f"The four parts of a save, merged with {why}: INVALID before "
+                    "any file is read (M0).", files=save_files(tensors, four_parts()),
+                    input=DIRECTORY, save_id=save_id, parts=parts, expect=error("INVALID"))
+
+
+def order(suite: Suite) -> None:
+    """Two faults that a merger checking in another order than M2 and M5 of spec/parts.md
+    (part by part, key by key) reports differently."""
+    tensors = four_tensors()
+
+    def refused(name: str, category: str, requirements: list[str], description: str,
+                files: dict[str, bytes], parts: int = 4) -> None:
+        suite.merge(f"merge.order.{name}", requirements=[*requirements, "R-ERR-002"],
+                    description=description, files=files, input=DIRECTORY, save_id=SAVE,
+                    parts=parts, expect=error(category))
+
+    def damaged_checksum(files: dict[str, bytes], part: int) -> dict[str, bytes]:
+        name = f"{DIRECTORY}/part-{SAVE}-{part:05d}.ocfpart"
+        blob = bytearray(files[name])
+        blob[-33] ^= 0x01  # the last index byte: the index CRC-32C no longer matches
+        files[name] = bytes(blob)
+        return files
+
+    files = save_files(tensors, four_parts(),
+                       changes={0: lambda x: setattr(x.part, "save_id", OTHER_SAVE)})
+    refused("identity-of-part-0-before-checksum-of-part-1", "INVALID", ["R-PART-004"],
+            "Part 0's Index.part names another save and part 1's index checksum is wrong: "
+            "every check of part 0 comes before part 1 is read (M2).",
+            damaged_checksum(files, 1))
+    files = save_files(tensors, four_parts(), changes={
+        1: lambda x: x.metadata["extra"].CopyFrom(index_pb2.Index().metadata["extra"])})
+    refused("metadata-of-part-1-before-checksum-of-part-2", "INVALID",
+            ["R-PART-004", "R-PART-005"],
+            "Part 1 carries a metadata entry and part 2's index checksum is wrong: the "
+            "metadata rule is part of M2 for part 1, before part 2 is read.",
+            damaged_checksum(files, 2))
+
+    many = 2049  # slices per part; two parts hold 4098 slices, above the 4096 of R-SLICE-004
+    gapped = {"a": Full("int32", [4], samples.ramp("int32", [4])),
+              "b": Full("uint8", [2 * many], bytes(range(256)) * (2 * many // 256) +
+                        bytes(2 * many % 256))}
+    parts = [Part(0, boxes={"a": [([0], [2])], "b": [([k], [1]) for k in range(many)]}),
+             Part(1, boxes={"a": [([2], [1])],
+                            "b": [([k], [1]) for k in range(many, 2 * many)]})]
+    refused("gap-before-later-slice-limit", "INVALID", ["R-PART-005", "R-SLICE-004"],
+            f"Key 'a' (first in merged order) leaves element 3 uncovered, and key 'b' has "
+            f"{2 * many} slices in all: M5 runs key by key, all its checks for 'a' before "
+            "'b'.", save_files(gapped, parts), parts=2)
+
+
 def _renamed_shard(tensors: dict[str, Full], part: int, name: str) -> dict[str, bytes]:
     """The standard save, with the one shard file of ``part`` under ``name`` in the
     directory and in the part's index."""
@@ -386,4 +453,6 @@ def readers(suite: Suite) -> None:
 def generate(suite: Suite) -> None:
     successes(suite)
     refusals(suite)
+    arguments(suite)
+    order(suite)
     readers(suite)

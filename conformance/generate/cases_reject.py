@@ -96,6 +96,22 @@ def directory_base() -> Builder:
     return builder
 
 
+def _self_referencing() -> bytes:
+    """base_builder()'s file, listing itself (FILE) as shard 1 and storing 'w' there:
+    every other check passes, since shard 1's recorded length is the file's own."""
+    builder = base_builder()
+    index = builder.index()
+    index.shards.add(path=FILE, length=0)
+    index.blocks.shards[0] = 1
+    length = 4096
+    while True:  # the length is part of the index it measures: find the fixed point
+        index.shards[1].length = length
+        blob = builder.single(index)
+        if len(blob) == length:
+            return blob
+        length = len(blob)
+
+
 def sliced_base() -> Builder:
     builder = Builder()
     builder.add("m", "int16", [4, 3], samples.ramp("int16", [4, 3]),
@@ -465,6 +481,10 @@ def shards(r: Rejects) -> None:
         builder.regions.append(bytearray())
         return builder
 
+    r.blob("shard.names-the-index-file-itself", ["R-SHARD-006"], "INVALID",
+           f"A single file {FILE} that lists an external shard {FILE} of its own length and "
+           "stores its tensor 'w' there: a shard is never the index file itself.",
+           _self_referencing())
     r.directory("shard.missing-unused-file", ["R-SHARD-002"], "NOT_FOUND",
                 "A directory checkpoint listing a shard 'unused.ocfd' that no block uses and "
                 "that does not exist.", builder=unused(directory_base()),
@@ -1087,17 +1107,17 @@ def frames(r: Rejects) -> None:
             _bad_second_chunk, builder=_three_chunk_zstd())
 
 
-def _three_chunk_zstd() -> Builder:
+def _three_chunk_zstd(junk_chunk: int = 1) -> Builder:
     builder = Builder()
     raw = samples.ramp("int32", [3000])
     builder.add("i", "int32", [3000], raw, codec=CODEC_ZSTD, chunk_size=4096)
     block = builder.tensors[0].blocks[0]
-    # Overwrite chunk 1 with text of the same length; its CRC then matches the text.
-    start = block.offset - 64 + block.chunk_stored_lengths[0]
-    length = block.chunk_stored_lengths[1]
+    # Overwrite a chunk with text of the same length; its CRC then matches the text.
+    start = block.offset - 64 + sum(block.chunk_stored_lengths[:junk_chunk])
+    length = block.chunk_stored_lengths[junk_chunk]
     junk = (b"not a frame " * (length // 12 + 1))[:length]
     builder.regions[0][start:start + length] = junk
-    block.chunk_crcs[1] = crc32c(junk)
+    block.chunk_crcs[junk_chunk] = crc32c(junk)
     return builder
 
 
@@ -1392,6 +1412,13 @@ def paths(r: Rejects) -> None:
     r.files("path.index-is-a-directory", ["R-FILE-008"], "NOT_FOUND",
             "A directory whose index.ocf is itself a directory, not a regular file.",
             in_directory(files))
+    files = builder.files()
+    files.pop("index.ocf")
+    r.suite.read("reject.path.index-is-a-dangling-symlink",
+                 requirements=["R-FILE-008"], description="A directory whose index.ocf is a "
+                 "symbolic link to 'gone.ocf', which does not exist: no regular file, so no "
+                 "checkpoint.", files=in_directory(files), input=DIRECTORY,
+                 expect=error("NOT_FOUND"), links={f"{DIRECTORY}/index.ocf": "gone.ocf"})
 
 
 # -- order of checks ----------
@@ -1426,10 +1453,13 @@ def order(r: Rejects) -> None:
             index.tensors.dims.extend([1] * 40)
         return mutate
 
-    r.index("order.keys-before-dtypes", ["R-TENSOR-001", "R-TENSOR-002", "R-ERR-002"],
+    r.index("order.keys-before-dtypes", ["R-TENSOR-001", "R-TENSOR-002", "R-FILE-009",
+                                         "R-ERR-002"],
             "LIMIT_EXCEEDED",
             "The first tensor has an undefined dtype and the second a key of 5000 bytes: every "
-            "key is checked before any dtype.", two(set_dtype(0, 99), set_key(1, "k" * 5000)))
+            "key is checked before any dtype. Dtype is an open enum: the value 99 stays in its "
+            "column (a runtime that drops it sees a short column, INVALID, instead).",
+            two(set_dtype(0, 99), set_key(1, "k" * 5000)))
     r.index("order.dtype-before-rank-one-tensor", ["R-TENSOR-002", "R-TENSOR-003",
                                                    "R-ERR-002"], "INVALID",
             "A tensor with dtype 0 and rank 40: the dtype is checked before the rank.",
@@ -1499,6 +1529,63 @@ def order(r: Rejects) -> None:
             bad_crc_second, builder=builder)
 
 
+def full_verification_order(r: Rejects) -> None:
+    """The cases of spec/format.md, "Full verification" [R-VERIFY-001]: each breaks two
+    rules that a reader checking in another order reports differently."""
+    bad_graph = [{"type_name": "Root", "children": [["x", 5]], "attributes": [["a", "a"]]}]
+
+    builder = Builder(["", "data-0.ocfd"])
+    builder.add("a", "float32", [2], samples.ramp("float32", [2]), shard=0)
+    builder.add("b", "int32", [3], samples.ramp("int32", [3]), shard=1)
+    builder.graph = bad_graph
+    r.directory("order.missing-shard-before-graph", ["R-VERIFY-001", "R-SHARD-002",
+                                                     "R-GRAPH-002", "R-ERR-002"], "NOT_FOUND",
+                "The object graph has an edge to node 5 of 1 and the shard file data-0.ocfd "
+                "is missing: shard files (step 16) are checked before the graph.",
+                builder=builder, change=lambda files: files.pop("data-0.ocfd"))
+
+    builder = Builder()
+    builder.add("a", "float32", [2], samples.ramp("float32", [2]))
+    builder.graph = bad_graph
+
+    def bad_crc_first(index: index_pb2.Index) -> None:
+        index.blocks.chunk_crcs[0] ^= 1
+
+    r.index("order.graph-before-crc", ["R-VERIFY-001", "R-GRAPH-002", "R-CRC-001",
+                                       "R-ERR-002"], "INVALID",
+            "The object graph has an edge to node 5 of 1 and the only tensor's chunk CRC is "
+            "wrong: the graph is checked before any tensor byte is read.",
+            bad_crc_first, builder=builder)
+
+    builder = Builder()
+    builder.add("flags", "bool", [4], b"\x02\x01\x01\x00", slices=[([0], [2]), ([2], [2])])
+
+    def bad_crc_second(index: index_pb2.Index) -> None:
+        index.blocks.chunk_crcs[1] ^= 1
+
+    r.index("order.slice-bytes-before-next-slice-crc", ["R-VERIFY-001", "R-DTYPE-002",
+                                                        "R-CRC-001", "R-ERR-002"], "INVALID",
+            "A bool tensor in two slices: slice 0 holds the byte 02 (its CRC matches), slice "
+            "1 has a wrong CRC: steps 17 and 18 run block by block.",
+            bad_crc_second, builder=builder)
+    r.index("order.chunk-decode-before-next-chunk-crc", ["R-VERIFY-001", "R-CODEC-001",
+                                                         "R-CRC-001", "R-ERR-002"],
+            "MALFORMED",
+            "A 3-chunk zstd block: chunk 0 is text of the right length whose CRC matches (it "
+            "does not decode), chunk 1 has a wrong CRC: each chunk is verified and decoded "
+            "before the next is read.", bad_crc_second, builder=_three_chunk_zstd(0))
+
+    builder = Builder(["", "data-0.ocfd", "data-1.ocfd"])
+    builder.add("a", "float32", [2], samples.ramp("float32", [2]), shard=0)
+    builder.add("b", "int32", [3], samples.ramp("int32", [3]), shard=1)
+    r.directory("order.unused-missing-shard-before-crc", ["R-VERIFY-001", "R-SHARD-002",
+                                                          "R-CRC-001", "R-ERR-002"],
+                "NOT_FOUND",
+                "Tensor 0 has a wrong chunk CRC and data-1.ocfd, listed but used by no block, "
+                "is missing: a full verification checks every listed shard file at open.",
+                bad_crc_first, builder=builder, change=lambda files: files.pop("data-1.ocfd"))
+
+
 def _rank_40_first(index: index_pb2.Index) -> None:
     # Tensor 0 ("w", [2, 3]) gets rank 40: its dims become 2, 3 and 38 ones.
     index.tensors.ranks[0] = 40
@@ -1526,3 +1613,4 @@ def generate(suite: Suite) -> None:
     graph_cases(r)
     paths(r)
     order(r)
+    full_verification_order(r)

@@ -48,9 +48,13 @@ CASE_ID = re.compile(r"^[a-z]+\.[a-z0-9][a-z0-9._-]*[a-z0-9]$")
 DTYPES = {"bool": 1, "int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint8": 1, "uint16": 2,
           "uint32": 4, "uint64": 8, "float16": 2, "bfloat16": 2, "float32": 4, "float64": 8,
           "complex64": 8, "complex128": 16, "float8_e4m3fn": 1, "float8_e5m2": 1, "bytes": 0}
-READ_KEYS = {"id", "level", "requirements", "description", "op", "input", "expect"}
-WRITE_KEYS = {"id", "level", "requirements", "description", "op", "source", "layout", "expect"}
-MERGE_KEYS = {"id", "level", "requirements", "description", "op", "input", "save_id", "parts",
+PROFILES = ("core-read", "zstd", "slices", "object-graph", "write", "parts-merge")
+BASE_PROFILE = {"read": "core-read", "write": "write", "merge": "parts-merge"}
+READ_KEYS = {"id", "level", "requirements", "profiles", "description", "op", "input", "expect"}
+WRITE_KEYS = {"id", "level", "requirements", "profiles", "description", "op", "source",
+              "layout", "expect"}
+MERGE_KEYS = {"id", "level", "requirements", "profiles", "description", "op", "input",
+              "save_id", "parts",
               "expect"}
 OK_KEYS = {"result", "tensors", "metadata", "object_graph"}
 
@@ -203,6 +207,11 @@ def check_case(case: Any, directory: Path, group: str) -> list[str]:
         problems.append("requirements must be a non-empty list of ids")
     elif len(set(cited)) != len(cited):
         problems.append("requirements lists an id twice")
+    profiles = case.get("profiles")
+    if not isinstance(profiles, list) or BASE_PROFILE[op] not in profiles or \
+            len(set(profiles)) != len(profiles) or not set(profiles) <= set(PROFILES):
+        problems.append(f"profiles {profiles!r} must be distinct names from {list(PROFILES)}, "
+                        f"{BASE_PROFILE[op]!r} among them")
     description = case.get("description")
     if not isinstance(description, str) or not description.strip() or "\n" in description:
         problems.append("description must be one non-empty line")
@@ -287,12 +296,13 @@ def _check_merge(case: dict[str, Any], directory: Path, expect: Any,
         problems += _check_expect_ok(expect)
     elif set(expect) != {"result", "category"} or expect.get("category") not in CATEGORIES:
         problems.append("expect of an error must hold result and one of the seven categories")
-    if not isinstance(case.get("save_id"), str) or not re.fullmatch(r"[0-9a-f]{16}",
-                                                                     case["save_id"]):
-        problems.append(f"save_id {case.get('save_id')!r} is not 16 lowercase hex digits")
-    parts = case.get("parts")
-    if isinstance(parts, bool) or not isinstance(parts, int) or not 1 <= parts <= 65536:
-        problems.append(f"parts {parts!r} is not an integer in [1, 65536]")
+    save_id, parts = case.get("save_id"), case.get("parts")
+    if not isinstance(save_id, str) or isinstance(parts, bool) or not isinstance(parts, int):
+        problems.append(f"save_id {save_id!r} is not a string or parts {parts!r} not an integer")
+    elif (not re.fullmatch(r"[0-9a-f]{16}", save_id) or not 1 <= parts <= 65536) \
+            and expect != {"result": "error", "category": "INVALID"}:
+        problems.append(f"save_id {save_id!r} or parts {parts} is out of range (M0 of "
+                        "spec/parts.md), so the case must expect INVALID")
     target = _inside(directory, case.get("input"))
     if target is None or not target.is_dir():
         problems.append(f"input {case.get('input')!r} is not a directory in the case")
@@ -346,9 +356,48 @@ def _check_write(case: dict[str, Any], directory: Path, expect: Any,
         if not isinstance(graph, dict) or set(graph) != {"nodes"} or not all(
                 isinstance(n, dict) and set(n) == node_keys for n in graph["nodes"]):
             problems.append(f"source object_graph must be {{nodes: [{sorted(node_keys)}]}}")
+        else:
+            problems += _underived_keys(graph["nodes"])
     if expect is not None and isinstance(expect, dict) and \
             set(source["tensors"] or {}) != set(expect.get("tensors") or {}):
         problems.append("source and expect name different tensors")
+    return problems
+
+
+def _canonical_paths(nodes: list[dict[str, Any]]) -> list[str | None]:
+    """Canonical paths by the algorithm of spec/objects.md [R-GRAPH-007]: breadth-first
+    along child edges, then one pass over the slot variables."""
+    def join(*parts: str) -> str:
+        return "/".join(p for p in parts if p)
+
+    paths: list[str | None] = [""] + [None] * (len(nodes) - 1)
+    queue = [0]
+    for u in queue:  # the list grows while it is walked: first in, first out
+        for name, v in nodes[u]["children"]:
+            if paths[v] is None:
+                paths[v] = join(paths[u] or "", name)
+                queue.append(v)
+    by_edges = [p is not None for p in paths]
+    for u, node in enumerate(nodes):
+        if by_edges[u]:
+            for variable, slot_name, s in node["slot_variables"]:
+                if paths[s] is None and by_edges[variable]:
+                    paths[s] = join(paths[u] or "", ".slot", paths[variable] or "", slot_name)
+    return paths
+
+
+def _underived_keys(nodes: list[dict[str, Any]]) -> list[str]:
+    """Attribute keys of a source.json graph that differ from the derived ones: a write
+    case gives the keys [R-GRAPH-007] derives, so that storing or deriving them agree."""
+    paths = _canonical_paths(nodes)
+    problems = []
+    for n, node in enumerate(nodes):
+        for name, key in node["attributes"]:
+            path = paths[n]
+            derived = None if path is None else (f"{path}/.{name}" if path else f".{name}")
+            if key != derived:
+                problems.append(f"source node {n} attribute {name!r} names {key!r}, "
+                                f"not the derived key {derived!r}")
     return problems
 
 

@@ -188,8 +188,10 @@ def test_trace_refuses_a_required_case_citing_only_weaker_requirements(tmp_path:
 
 
 def _tree(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file()}
+    """Every file by relative name; a symbolic link (a case may hold one) as its target."""
+    return {str(p.relative_to(root)):
+            b"symlink to " + str(p.readlink()).encode() if p.is_symlink() else p.read_bytes()
+            for p in sorted(root.rglob("*")) if p.is_symlink() or p.is_file()}
 
 
 def test_generators_rebuild_exactly_the_committed_cases(tmp_path: Path) -> None:
@@ -306,3 +308,14 @@ def test_reference_merge_gives_the_expected_result(tmp_path: Path, case_dir: Pat
     with ocf.Reader(directory) as reader:
         for shard in reader.index.shards:  # referenced in place, not copied
             assert before[shard.path] == (directory / shard.path).read_bytes()
+
+
+def test_trace_refuses_source_keys_that_are_not_the_derived_ones() -> None:
+    nodes = [{"children": [["dense", 1]], "attributes": [["step", ".step"]],
+              "slot_variables": []},
+             {"children": [], "attributes": [["kernel", "dense/kernel"]], "slot_variables": []}]
+    assert trace._underived_keys(nodes) == [
+        "source node 1 attribute 'kernel' names 'dense/kernel', not the derived key "
+        "'dense/.kernel'"]
+    nodes[1]["attributes"] = [["kernel", "dense/.kernel"]]
+    assert trace._underived_keys(nodes) == []

@@ -51,19 +51,23 @@ for line in sys.stdin:
     print(json.dumps({"id": request["id"], **adapter.handle(request)}), flush=True)
 """
 
-# A Python adapter that declares only "read": write cases are never sent to it.
-READ_ONLY = """
-import json, sys
+# A Python adapter whose hello answer is the reference's updated with $HELLO (by
+# default it declares only "read"), and which refuses any op it did not declare:
+# cases of undeclared ops (or profiles) must never be sent to it.
+HELLO_FROM_ENV = """
+import json, os, sys
 from ocf.conformance import adapter
+declared, ops = json.loads(os.environ.get("HELLO", '{"ops": ["read"]}')), []
 for line in sys.stdin:
     request = json.loads(line)
     if request["op"] == "bye":
         break
     response = adapter.handle(request)
     if request["op"] == "hello":
-        response["ops"] = ["read"]
-    if request["op"] == "write":
-        response = {"result": "error", "category": None, "message": "write was sent"}
+        response.update(declared)
+        ops = response["ops"]
+    elif request["op"] not in ops:
+        response = {"result": "error", "category": None, "message": request["op"] + " was sent"}
     print(json.dumps({"id": request["id"], **response}), flush=True)
 """
 
@@ -245,7 +249,7 @@ def test_a_write_in_the_wrong_layout_fails(
 
 def test_an_adapter_without_write_has_write_cases_skipped_unsent(
         suite: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    status, out = run(capsys, suite, "--impl", script(tmp_path, READ_ONLY))
+    status, out = run(capsys, suite, "--impl", script(tmp_path, HELLO_FROM_ENV))
     assert status == 1
     assert counts(out, "write", "required") == [0, 0, 0, 1, 0]
     assert "SKIP  write.graph (required) [R-GRAPH-007]: the adapter does not implement 'write'" \
@@ -369,7 +373,8 @@ def test_jsonl_and_junit_reports_parse(
     assert records[1]["id"] == "read.basic"
     assert records[1]["requirements"] == ["R-DTYPE-001", "R-META-001"]
     assert records[-1] == {"record": "verdict", "conformant": False,
-                           "line": "RESULT: NOT CONFORMANT (1 required case failed)"}
+                           "line": "RESULT: NOT CONFORMANT (1 required case failed)",
+                           "profiles": {"core-read": False, "write": True}}
     root = ET.parse(junit).getroot()
     suites = {s.get("name", ""): s for s in root.iter("testsuite")}
     assert sorted(suites) == ["read", "reject", "write"]
@@ -447,6 +452,8 @@ def test_the_adapter_answers_hello_unknown_ops_and_errors(tmp_path: Path) -> Non
     assert hello["result"] == "hello"
     assert hello["protocol"] == 1
     assert hello["ops"] == ["read", "write", "merge"]
+    assert hello["profiles"] == ["core-read", "zstd", "slices", "object-graph", "write",
+                                 "parts-merge"]  # the reference claims the whole suite
     assert adapter.handle({"op": "hello", "protocol": 2})["protocol"] == 1
     assert adapter.handle({"op": "hello", "protocol": 0})["category"] is None
     assert adapter.handle({"op": "rewrite"})["result"] == "skipped"
@@ -465,3 +472,54 @@ def test_an_unknown_bug_name_stops_the_adapter() -> None:
                           env={**os.environ, "OCF_CONFORMANCE_BUG": "no-such"})
     assert done.returncode == 1
     assert "OCF_CONFORMANCE_BUG='no-such' names no bug" in done.stderr
+
+
+# -- profiles ---------------------------------------------------------------------
+
+def _needs_zstd(cases: Path, case_id: str) -> None:
+    """Mark a case of ``cases`` as needing the zstd profile too."""
+    path = cases / case_id.split(".", 1)[0] / case_id / "case.json"
+    case = json.loads(path.read_text())
+    path.write_text(json.dumps({**case, "profiles": ["core-read", "zstd"]}))
+
+
+def test_an_adapter_claiming_some_profiles_is_judged_on_their_cases_only(
+        suite: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    _needs_zstd(suite, "read.basic")
+    _break(suite, "read.basic")  # would fail, were it run
+    monkeypatch.setenv("HELLO", '{"profiles": ["core-read"]}')
+    jsonl = tmp_path / "r.jsonl"
+    status, out = run(capsys, suite, "--impl", script(tmp_path, HELLO_FROM_ENV),
+                      "--jsonl", str(jsonl))
+    assert status == 0, out
+    assert outcomes(jsonl) == {"reject.truncated": "pass"}  # neither zstd nor write
+    assert "(2 of other profiles not run)" in out.splitlines()[0]
+    assert "profile core-read     CONFORMANT" in out
+    assert out.splitlines()[-1] == "RESULT: CONFORMANT for profiles core-read"
+    verdict = json.loads(jsonl.read_text().splitlines()[-1])
+    assert verdict["profiles"] == {"core-read": True}
+
+
+def test_each_claimed_profile_gets_its_own_verdict(
+        suite: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    _needs_zstd(suite, "read.basic")
+    _break(suite, "read.basic")
+    monkeypatch.setenv("HELLO", '{"profiles": ["core-read", "zstd"]}')
+    status, out = run(capsys, suite, "--impl", script(tmp_path, HELLO_FROM_ENV))
+    assert status == 1, out
+    assert "profile core-read     NOT CONFORMANT (1 required case failed)" in out
+    assert "profile zstd          NOT CONFORMANT (1 required case failed)" in out
+    assert out.splitlines()[-1] == ("RESULT: NOT CONFORMANT (1 required case failed) for "
+                                    "profiles core-read, zstd")
+
+
+def test_an_adapter_declaring_no_profiles_is_judged_on_every_case(
+        suite: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The skip-all shell adapter's hello has no "profiles", as adapters older than them.
+    _needs_zstd(suite, "read.basic")
+    status, out = run(capsys, suite, "--impl", f"sh {REPO / 'conformance/adapters/skip_all.sh'}")
+    assert status == 1
+    assert "every profile" in out.splitlines()[0]
+    assert out.splitlines()[-1] == "RESULT: NOT CONFORMANT (3 required cases skipped)"

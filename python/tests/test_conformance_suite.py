@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from ocf.conformance import bugs
-from ocf.conformance.cases import load_cases, matches
+from ocf.conformance.cases import PROFILES, load_cases, matches
 
 REPO = Path(__file__).resolve().parents[2]
 CASES = REPO / "conformance" / "cases"
@@ -119,7 +119,8 @@ def test_reference_implementation_is_conformant(tmp_path: Path) -> None:
     assert run.records[0]["record"] == "run"
     assert run.records[0]["adapter"]["name"] == "ocf-python"
     assert run.records[-1] == {"record": "verdict", "conformant": True,
-                               "line": run.stdout.strip().splitlines()[-1]}
+                               "line": run.stdout.strip().splitlines()[-1],
+                               "profiles": dict.fromkeys(PROFILES, True)}
     assert len(run.cases) == len(load_cases(CASES))
     assert set(run.outcomes("pass")) == set(run.cases)
     # The JUnit XML: one suite per group, no failures, every case once.

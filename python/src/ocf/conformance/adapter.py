@@ -24,6 +24,7 @@ from typing import Any, TextIO
 
 from ocf._version import __version__
 from ocf.conformance import bugs, semantics, source
+from ocf.conformance.cases import PROFILES
 from ocf.distributed.parts import merge_parts
 from ocf.format.errors import OCFError
 from ocf.format.reader import Reader
@@ -39,7 +40,8 @@ def hello(request: Message) -> Message:
     if not isinstance(offered, int) or offered < PROTOCOL:
         return _failure(f"this adapter speaks protocol {PROTOCOL}, the harness {offered!r}")
     return {"result": "hello", "name": "ocf-python", "version": __version__,
-            "protocol": PROTOCOL, "ops": ["read", "write", "merge"], "features": []}
+            "protocol": PROTOCOL, "ops": ["read", "write", "merge"], "features": [],
+            "profiles": list(PROFILES)}
 
 
 def read(request: Message) -> Message:

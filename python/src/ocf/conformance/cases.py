@@ -26,6 +26,10 @@ CATEGORIES = tuple(c.value for c in Category)
 ID_PATTERN = re.compile(r"[A-Za-z0-9_+-]+(\.[A-Za-z0-9_+-]+)*")
 MEANING_KEYS = ("tensors", "metadata", "object_graph")
 SAVE_ID = re.compile(r"[0-9a-f]{16}")
+# Conformance profiles (spec/README.md, "Conformance profiles"): what a case needs.
+PROFILES = ("core-read", "zstd", "slices", "object-graph", "write", "parts-merge")
+# The profile every case of an op has; a case.json without "profiles" has only it.
+BASE_PROFILE = {"read": "core-read", "write": "write", "merge": "parts-merge"}
 
 
 class CaseError(ValueError):
@@ -48,6 +52,7 @@ class Case:
     layout: str = "file"  # write: the layout to ask for
     save_id: str = ""  # merge: the save whose parts are merged
     parts: int = 0  # merge: how many parts
+    profiles: tuple[str, ...] = ()  # every profile the case needs, its op's base first
 
     @property
     def group(self) -> str:
@@ -109,7 +114,8 @@ def _case(data: dict[str, Any], directory: Path) -> Case:
     op = _choice(data, "op", OPS)
     case = Case(id=case_id, level=_choice(data, "level", LEVELS),
                 requirements=tuple(requirements), description=str(data.get("description", "")),
-                op=op, expect=_expect(data.get("expect")), directory=directory)
+                op=op, expect=_expect(data.get("expect")), directory=directory,
+                profiles=_profiles(data.get("profiles", [BASE_PROFILE[op]]), op))
     if op == "read":
         return dataclasses.replace(case, input=_inside(directory, _choice(data, "input", None)))
     if op == "merge":
@@ -120,14 +126,33 @@ def _case(data: dict[str, Any], directory: Path) -> Case:
 
 def _merge_case(case: Case, data: dict[str, Any], directory: Path) -> Case:
     save_id, parts = _choice(data, "save_id", None), data.get("parts")
-    if not SAVE_ID.fullmatch(save_id):
-        raise ValueError(f"save_id {save_id!r} is not 16 lowercase hexadecimal digits")
-    if isinstance(parts, bool) or not isinstance(parts, int) or not 1 <= parts <= 65536:
-        raise ValueError(f"'parts' is {parts!r}, not an integer in [1, 65536]")
+    if isinstance(parts, bool) or not isinstance(parts, int):
+        raise ValueError(f"'parts' is {parts!r}, not an integer")
+    in_range = SAVE_ID.fullmatch(save_id) is not None and 1 <= parts <= 65536
+    if not in_range and case.expect != {"result": "error", "category": "INVALID"}:
+        # M0 of spec/parts.md: a merger refuses such arguments before touching a file.
+        raise ValueError(f"save_id {save_id!r} or 'parts' {parts} is out of range, and only "
+                         "a case expecting INVALID may give them")
     path = _inside(directory, _choice(data, "input", None))
     if not path.is_dir():
         raise ValueError("the input of a merge case is not a directory")
     return dataclasses.replace(case, input=path, save_id=save_id, parts=parts)
+
+
+def _profiles(profiles: Any, op: str) -> tuple[str, ...]:
+    """The profiles a case needs: known names, its op's base profile among them."""
+    if not isinstance(profiles, list) or not all(p in PROFILES for p in profiles) \
+            or BASE_PROFILE[op] not in profiles or len(set(profiles)) != len(profiles):
+        raise ValueError(f"'profiles' is {profiles!r}, not a list of distinct names from "
+                         f"{', '.join(PROFILES)} holding {BASE_PROFILE[op]!r}")
+    return tuple(profiles)
+
+
+def claimed(case: Case, profiles: Sequence[str] | None) -> bool:
+    """Whether an adapter declaring ``profiles`` (None: every profile, as adapters
+    that declare none are judged) claims ``case``: it declares every profile the case
+    needs."""
+    return profiles is None or set(case.profiles) <= set(profiles)
 
 
 def _choice(data: dict[str, Any], key: str, allowed: Sequence[str] | None) -> str:

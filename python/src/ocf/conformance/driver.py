@@ -61,6 +61,9 @@ class Hello:
     protocol: int
     ops: tuple[str, ...]
     features: tuple[str, ...]
+    # The conformance profiles the adapter claims; None when its hello declares none,
+    # which claims every profile (adapters older than profiles are judged on all).
+    profiles: tuple[str, ...] | None = None
 
 
 class Adapter:
@@ -237,8 +240,13 @@ def _hello(response: Message) -> Hello:
             isinstance(v, list) and all(isinstance(x, str) for x in v) for v in lists):
         raise ProtocolError("hello response needs strings \"name\" and \"version\" and "
                             "lists of strings \"ops\" and \"features\"")
+    profiles = response.get("profiles")
+    if profiles is not None and not (isinstance(profiles, list) and profiles
+                                     and all(isinstance(p, str) for p in profiles)):
+        raise ProtocolError("hello's \"profiles\" is a non-empty list of strings when present")
     return Hello(name=name, version=version, protocol=PROTOCOL,
-                 ops=tuple(lists[0]), features=tuple(lists[1]))
+                 ops=tuple(lists[0]), features=tuple(lists[1]),
+                 profiles=None if profiles is None else tuple(profiles))
 
 
 def _last_line(log: Path) -> str:

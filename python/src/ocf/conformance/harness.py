@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ocf.conformance import report, xfail
-from ocf.conformance.cases import Case, CaseError, load_cases
+from ocf.conformance.cases import Case, CaseError, claimed, load_cases
 from ocf.conformance.driver import Adapter, AdapterError, Message, StartError
 from ocf.conformance.judge import Verdict, judge
 from ocf.conformance.results import Outcome, Result
@@ -158,10 +158,13 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
             hello = adapter.start()
         except StartError as exc:
             return _fail(f"the adapter does not start: {exc}")
-        results = run_all(adapter, cases, workdir, expected)
+        # Cases of profiles the adapter does not declare are neither run nor counted.
+        mine = [case for case in cases if claimed(case, hello.profiles)]
+        results = run_all(adapter, mine, workdir, expected)
         restarts = adapter.restarts
     run = report.Run(adapter=hello, command=shlex.join(command), cases=str(cases_dir),
-                     xfail=expected.source, strict=args.strict, restarts=restarts)
+                     xfail=expected.source, strict=args.strict, restarts=restarts,
+                     unclaimed=len(cases) - len(mine))
     print(report.text(run, results))
     if args.jsonl:
         report.write_jsonl(args.jsonl, run, results)

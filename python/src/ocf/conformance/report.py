@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ocf.conformance.cases import LEVELS
+from ocf.conformance.cases import LEVELS, PROFILES
 from ocf.conformance.driver import Hello
 from ocf.conformance.results import Outcome, Result, counted_levels, counts_against
 
@@ -25,6 +25,7 @@ class Run:
     xfail: str
     strict: bool
     restarts: int
+    unclaimed: int = 0  # cases of profiles the adapter does not declare, not run
 
 
 @dataclass(frozen=True)
@@ -35,9 +36,12 @@ class Verdict:
 
 def header(run: Run, results: Sequence[Result]) -> str:
     a = run.adapter
+    declared = "every profile" if a.profiles is None or set(PROFILES) <= set(a.profiles) \
+        else f"profiles {', '.join(a.profiles)}"
+    unclaimed = f" ({run.unclaimed} of other profiles not run)" if run.unclaimed else ""
     return (f"OCF conformance: {a.name} {a.version} (protocol {a.protocol}, ops "
-            f"{', '.join(a.ops) or 'none'}), {len(results)} cases from {run.cases}, "
-            f"{run.restarts} adapter restart(s)")
+            f"{', '.join(a.ops) or 'none'}, {declared}), {len(results)} cases{unclaimed} "
+            f"from {run.cases}, {run.restarts} adapter restart(s)")
 
 
 def table(results: Sequence[Result]) -> str:
@@ -88,24 +92,46 @@ def verdict(results: Sequence[Result], strict: bool) -> Verdict:
     return Verdict(True, "RESULT: CONFORMANT")
 
 
+def profile_verdicts(run: Run, results: Sequence[Result]) -> dict[str, Verdict]:
+    """The verdict of each claimed profile that has cases: over the cases that need it."""
+    claimed = PROFILES if run.adapter.profiles is None else run.adapter.profiles
+    return {profile: verdict(mine, run.strict) for profile in claimed
+            if (mine := [r for r in results if profile in r.case.profiles])}
+
+
+def final(run: Run, results: Sequence[Result]) -> Verdict:
+    """The verdict of the run; it names the profiles when the adapter claims only some
+    (claiming all, or declaring none, is a claim of the whole suite)."""
+    done = verdict(results, run.strict)
+    if run.adapter.profiles is None or set(PROFILES) <= set(run.adapter.profiles):
+        return done
+    return Verdict(done.conformant, f"{done.line} for profiles {', '.join(run.adapter.profiles)}")
+
+
 def text(run: Run, results: Sequence[Result]) -> str:
     """The whole printed report."""
     lines = [header(run, results), "", table(results), ""]
     found = problems(results, run.strict, run.xfail)
     lines += [*found, ""] if found else []
-    lines.append(verdict(results, run.strict).line)
+    width = max(map(len, PROFILES))
+    lines += [f"profile {name.ljust(width)}  {done.line.removeprefix('RESULT: ')}"
+              for name, done in profile_verdicts(run, results).items()]
+    lines.append(final(run, results).line)
     return "\n".join(lines)
 
 
 def write_jsonl(path: Path, run: Run, results: Sequence[Result]) -> None:
     """One JSON object per line: the run, each case, then the verdict."""
-    done = verdict(results, run.strict)
+    done = final(run, results)
     records = [{"record": "run", **asdict(run)}]
     records += [{"record": "case", "id": r.case.id, "group": r.case.group,
                  "level": r.case.level, "op": r.case.op,
-                 "requirements": list(r.case.requirements), "outcome": r.outcome.value,
+                 "requirements": list(r.case.requirements),
+                 "profiles": list(r.case.profiles), "outcome": r.outcome.value,
                  "reason": r.reason, "seconds": round(r.seconds, 6)} for r in results]
-    records.append({"record": "verdict", "conformant": done.conformant, "line": done.line})
+    records.append({"record": "verdict", "conformant": done.conformant, "line": done.line,
+                    "profiles": {name: v.conformant
+                                 for name, v in profile_verdicts(run, results).items()}})
     path.write_text("".join(json.dumps(x) + "\n" for x in records), encoding="utf-8")
 
 

@@ -25,6 +25,7 @@ from ocf.format.codec import Codec, decode_zstd
 from ocf.format.container import read_index_bytes
 from ocf.format.errors import (
     IntegrityError,
+    InvalidError,
     LimitExceededError,
     MalformedError,
     NotFoundError,
@@ -65,6 +66,12 @@ def _runs(small: SmallPlain) -> Iterator[tuple[int, int]]:
         yield first, len(offsets) - 1
 
 
+def _ascii_folded(name: str) -> bytes:
+    """``name`` with ASCII letters upper-cased and nothing else changed (bytes.upper
+    folds ASCII only), as shard names are compared [R-SHARD-005] [R-SHARD-006]."""
+    return name.encode("utf-8", "surrogateescape").upper()
+
+
 class _GroupRead(NamedTuple):
     """A group of chunks being read: its checksums, computed or to come."""
 
@@ -95,7 +102,7 @@ class Reader(Mapping[str, TensorInfo]):
         self._own = self._storage.open_index(self.path)
         try:
             self.index = self._read_index(self._own)
-            for shard in self.index.shards:
+            for shard in self.index.shards:  # step 16, eager [R-VERIFY-001]
                 self._shards.append(self._own if shard.path == "" else
                                     self._open_shard(shard.path, shard.length))
         except BaseException:
@@ -103,7 +110,11 @@ class Reader(Mapping[str, TensorInfo]):
             raise
 
     def _open_shard(self, name: str, length: int) -> Input:
-        """The shard ``name`` of the index, beside the index file [R-SHARD-001]."""
+        """The shard ``name`` of the index, beside the index file [R-SHARD-001], and
+        never the index file itself [R-SHARD-006]."""
+        if _ascii_folded(name) == _ascii_folded(self.path.name):
+            raise InvalidError(f"shard {name!r} names the index file itself",
+                               path=self.path, requirement="R-SHARD-006")
         return self._storage.open_shard(self.path.parent / name, length)
 
     # -- opening --------------------------------------------------------------

@@ -32,10 +32,10 @@ def check_save(save_id: str, count: int) -> None:
     """Refuse a save id or part count that spec/parts.md does not allow."""
     if not isinstance(save_id, str) or not SAVE_ID.fullmatch(save_id):
         raise InvalidError(f"save id {save_id!r} is not 16 lowercase hexadecimal digits",
-                           requirement="R-PART-002")
+                           requirement="R-PART-004")
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_PARTS:
         raise InvalidError(f"part count {count!r} is not in [1, {MAX_PARTS}]",
-                           requirement="R-PART-001")
+                           requirement="R-PART-004")
 
 
 def part_file_name(save_id: str, number: int) -> str:
