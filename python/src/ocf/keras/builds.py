@@ -46,13 +46,13 @@ def watch(obj: Any, after: Callable[[], None] | None = None) -> None:
 
 
 def _built(obj: Any) -> None:
-    with _eagerly():
+    with eagerly():
         announce(obj)
         for callback in _WATCHED.pop(obj, []):
             callback()
 
 
-def _eagerly() -> contextlib.AbstractContextManager[object]:
+def eagerly() -> contextlib.AbstractContextManager[object]:
     """Outside any function being traced: on the TensorFlow backend, Keras builds an
     optimizer (and a layer first called in ``fit``) while tracing the training step,
     and an assignment made there would become part of every step."""

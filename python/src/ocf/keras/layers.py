@@ -15,7 +15,8 @@ part, so a model whose layers are named otherwise restores by structure.
 Restore-on-create: a layer not built yet (a subclassed model not called,
 a Sequential model without input shape) has no variables; the restore
 waits, and the layer's values arrive when Keras builds it
-(:mod:`ocf.keras.builds`).
+(:mod:`ocf.keras.builds`). A built model compiled with an optimizer not
+built yet builds it (:func:`build_compiled_optimizer`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ocf.keras import builds
+from ocf.keras._framework import keras
 from ocf.keras.structure import attribute_children, is_built, type_name
 
 
@@ -37,4 +39,18 @@ class AttributeNode:
     def ocf_children(self) -> Mapping[str, object]:
         if not is_built(self.obj):
             builds.watch(self.obj)
+        else:
+            build_compiled_optimizer(self.obj)
         return attribute_children(self.obj)
+
+
+def build_compiled_optimizer(model: object) -> None:
+    """Build the optimizer a built model was compiled with, over the model's trainable
+    variables, as ``fit`` does first: so its per-variable state exists for a restore to
+    fill (a TensorFlow checkpoint has it only by position, ``_momentums/0``, with no
+    slot to wait on). A save builds it too, and saves the state as zeros."""
+    optimizer = getattr(model, "optimizer", None)
+    if isinstance(model, keras.Model) and isinstance(optimizer, keras.optimizers.Optimizer) \
+            and not is_built(optimizer):
+        with builds.eagerly():
+            optimizer.build(model.trainable_variables)
