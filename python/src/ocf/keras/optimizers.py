@@ -81,8 +81,10 @@ class OptimizerNode:
         if VALUE not in values:
             return
         if not is_built(self.optimizer):
-            _WAITING.setdefault(self.optimizer, []).append((variable, name, values))
-            builds.watch(self.optimizer, after=self._restore_waiting)
+            waiting = _WAITING.setdefault(self.optimizer, [])
+            if not waiting:
+                builds.watch(self.optimizer, after=self._restore_waiting)
+            waiting.append((variable, name, values))
             return
         states = slot_lists(self.optimizer).get(name)
         index = variable_index(self.optimizer, variable)
