@@ -32,8 +32,8 @@ KERAS_TYPES: tuple[type, ...] = (keras.Variable, keras.layers.Layer, keras.optim
 # repeat what its named attributes hold (TensorFlow's tracking skips them too).
 _TRACKER_LISTS = frozenset({"_tracker", "_trainable_variables", "_non_trainable_variables",
                             "_layers", "_metrics", "_seed_generators"})
-# On the torch backend a layer is also a torch.nn.Module, whose registry of submodules
-# repeats its sublayers.
+# On the torch backend a layer is also a torch.nn.Module, which keeps the attributes
+# holding sublayers in this registry instead of the instance's dict.
 _TORCH_REGISTRY = "_modules"
 # An optimizer's list of all its variables repeats its named ones, and the variables it
 # updates belong to the model: neither is the optimizer's own structure.
@@ -56,9 +56,17 @@ def holds_keras_objects(value: object) -> bool:
 
 def attribute_children(obj: object, skip: frozenset[str] = frozenset()) -> dict[str, object]:
     """The attributes of a Keras object that hold Keras objects, in assignment order."""
-    return {name: value for name, value in vars(obj).items()
-            if name not in _TRACKER_LISTS and name not in skip and name != _TORCH_REGISTRY
+    return {name: value for name, value in _attributes(obj).items()
+            if name not in _TRACKER_LISTS and name not in skip
             and not name.startswith(_TENSORFLOW_PREFIX) and holds_keras_objects(value)}
+
+
+def _attributes(obj: object) -> dict[str, object]:
+    attributes = dict(vars(obj))
+    registry = attributes.pop(_TORCH_REGISTRY, None)
+    if isinstance(registry, dict):
+        attributes.update(registry)
+    return attributes
 
 
 def updated_variables(optimizer: keras.optimizers.Optimizer) -> Sequence[keras.Variable]:
