@@ -180,6 +180,12 @@ def test_tf_checkpoint_restores_on_the_jax_backend_without_tensorflow(
     assert not tf_interop["jax"]["tensorflow_imported"]
 
 
+def test_ocf_checkpoint_written_on_one_backend_restores_on_another(
+        tf_interop: dict[str, dict[str, Any]]) -> None:
+    assert tf_interop["jax"]["ocf_other_backend_error"] is None  # strict
+    assert tf_interop["jax"]["ocf_other_backend_same"]
+
+
 def test_converted_ocf_checkpoint_of_keras_model_restores_in_tensorflow(
         tf_interop: dict[str, dict[str, Any]]) -> None:
     facts = tf_interop["tensorflow"]
