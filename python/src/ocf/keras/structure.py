@@ -12,14 +12,17 @@ of a Keras model uses them too, and a TensorFlow checkpoint of a Keras
 model and an OCF one have the same edges (spec/tensorflow.md).
 
 Everything here reads Keras internals (``vars(obj)``, the tracker's list
-names, the optimizer's per-variable lists); it is the one module that
-does, so a Keras release that moves them changes only this file.
+names, the optimizer's per-variable lists, the stateless scope of a
+symbolic build); it is the one module that does, so a Keras release that
+moves them changes only this file.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from typing import Any
+
+import numpy as np
 
 from ocf.keras._framework import keras
 
@@ -116,3 +119,26 @@ def is_built(obj: object) -> bool:
     have)."""
     return bool(getattr(obj, "built", True))
 
+
+def initialize_later(variable: keras.Variable, value: np.ndarray) -> bool:
+    """Make ``value`` the initial value of a variable created in a stateless scope.
+
+    Keras builds a model inside a stateless scope when ``fit`` or
+    ``train_on_batch`` builds it symbolically (the JAX backend does); a
+    variable created there has no value yet, only an initializer, run when
+    the scope ends, and an ``assign`` in the scope is discarded. So a value
+    restored on creation replaces the initializer. Both the scope and the
+    initializer are Keras internals, read here only.
+    """
+    from keras.src.backend.common.stateless_scope import in_stateless_scope
+
+    if not in_stateless_scope() or getattr(variable, "_value", True) is not None or \
+            getattr(variable, "_initializer", None) is None:
+        return False
+    restored = np.array(value, copy=True)
+
+    def restored_value(shape: object, dtype: object = None) -> Any:
+        return keras.ops.convert_to_tensor(restored, dtype=dtype)
+
+    variable._initializer = restored_value
+    return True

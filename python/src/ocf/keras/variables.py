@@ -7,7 +7,7 @@ A Keras variable is a node like ``ocf.Variable``: one tensor attribute,
 checks the stored shape and dtype against the variable's before any value
 is assigned (``ocf_expected_tensors``); ``cast=True`` converts another dtype.
 A variable that Keras created in a stateless scope, without a value yet,
-takes the restored value as its initial value (:func:`_initialize_later`).
+takes the restored value as its initial value (:func:`ocf.keras.structure.initialize_later`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import numpy as np
 from ocf.format import dtypes
 from ocf.format.errors import InvalidError
 from ocf.keras._framework import keras
+from ocf.keras.structure import initialize_later
 from ocf.objects.tracking import VALUE, Expected
 
 TYPE_NAME = "keras.Variable"
@@ -60,29 +61,6 @@ def assign(variable: keras.Variable, value: np.ndarray) -> None:
         raise InvalidError(f"cannot restore a value of shape {list(value.shape)} into the "
                            f"Keras variable {variable.path!r} of shape "
                            f"{list(variable.shape)}")
-    if not _initialize_later(variable, value):
+    if not initialize_later(variable, value):
         variable.assign(value)
 
-
-def _initialize_later(variable: keras.Variable, value: np.ndarray) -> bool:
-    """Make ``value`` the initial value of a variable created in a stateless scope.
-
-    Keras builds a model inside a stateless scope when ``fit`` or
-    ``train_on_batch`` builds it symbolically (the JAX backend does); a
-    variable created there has no value yet, only an initializer, run when
-    the scope ends, and an ``assign`` in the scope is discarded. So a value
-    restored on creation replaces the initializer. Both the scope and the
-    initializer are Keras internals, read here only.
-    """
-    from keras.src.backend.common.stateless_scope import in_stateless_scope
-
-    if not in_stateless_scope() or getattr(variable, "_value", True) is not None or \
-            getattr(variable, "_initializer", None) is None:
-        return False
-    restored = np.array(value, copy=True)
-
-    def restored_value(shape: object, dtype: object = None) -> Any:
-        return keras.ops.convert_to_tensor(restored, dtype=dtype)
-
-    variable._initializer = restored_value
-    return True
