@@ -1,0 +1,68 @@
+"""Flat mappings of Keras tensors, in the spirit of safetensors' ``save_file`` /
+``load_file``.
+
+The same names and arguments as every framework adapter: a dict of key ->
+tensor (a backend tensor, a ``keras.Variable`` or a NumPy array) goes to a
+name-based checkpoint, and comes back as a dict of key -> tensor of the
+current Keras backend (``keras.ops.convert_to_tensor``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal, overload
+
+import numpy as np
+
+from ocf import numpy as ocf_numpy
+from ocf.format.async_save import SaveHandle
+from ocf.format.flat import Converted, write_arrays
+from ocf.format.storage.backend import Layout
+from ocf.format.storage.location import StorageOptions
+from ocf.keras._framework import keras
+
+
+def to_numpy(tensor: Any, key: str) -> np.ndarray:
+    """A Keras tensor or variable as a NumPy array (copied from a device if needed)."""
+    return np.asarray(keras.ops.convert_to_numpy(tensor))
+
+
+@overload
+def save_file(tensors: Mapping[str, Any], path: str | os.PathLike[str],
+              metadata: Mapping[str, object] | None = None, *, layout: Layout = "file",
+              compression: str | None = None, blocking: Literal[True] = True,
+              storage_options: StorageOptions | None = None, **options: object) -> None: ...
+
+
+@overload
+def save_file(tensors: Mapping[str, Any], path: str | os.PathLike[str],
+              metadata: Mapping[str, object] | None = None, *, layout: Layout = "file",
+              compression: str | None = None, blocking: Literal[False],
+              storage_options: StorageOptions | None = None,
+              **options: object) -> SaveHandle: ...
+
+
+def save_file(tensors: Mapping[str, Any], path: str | os.PathLike[str],
+              metadata: Mapping[str, object] | None = None, *, layout: Layout = "file",
+              compression: str | None = None, blocking: bool = True,
+              storage_options: StorageOptions | None = None,
+              **options: object) -> SaveHandle | None:
+    """Write ``tensors`` (key -> Keras tensor, variable or NumPy array) as one
+    checkpoint at ``path``, atomically. The options are those of
+    :func:`ocf.numpy.save_file`."""
+    return write_arrays(Converted(tensors, to_numpy), path, metadata=metadata, layout=layout,
+                        compression=compression, blocking=blocking,
+                        storage_options=storage_options, options=options)
+
+
+def load_file(path: str | os.PathLike[str], keys: Iterable[str] | None = None, *,
+              dtype: Any = None, verify: bool = True,
+              storage_options: StorageOptions | None = None) -> dict[str, Any]:
+    """The tensors of ``path`` (all, or ``keys``) as tensors of the Keras backend.
+
+    Values keep their stored dtype unless ``dtype`` casts them all.
+    """
+    arrays = ocf_numpy.load_file(path, keys, dtype=dtype, verify=verify,
+                                 storage_options=storage_options)
+    return {key: keras.ops.convert_to_tensor(value) for key, value in arrays.items()}
