@@ -90,6 +90,8 @@ class Reader(Mapping[str, TensorInfo]):
         # Per key stored in slices: its boxes' first and past-the-end indices.
         self._slice_bounds: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._pool: ThreadPoolExecutor | None = None
+        # Per mapped shard, all its bytes as one array, that views are sliced from.
+        self._whole_maps: dict[int, np.ndarray] = {}
         self._shards: list[Input] = []
         self._graph: ObjectGraph | None = None
         self._own = self._storage.open_index(self.path)
@@ -153,6 +155,9 @@ class Reader(Mapping[str, TensorInfo]):
 
     def get_tensor(self, key: str) -> np.ndarray:
         """The tensor ``key``; a read-only zero-copy view when it is stored uncompressed."""
+        view = self._plain_view(key)
+        if view is not None:
+            return view
         info = self[key]
         block = info.block
         if block is None or block.compression is not Codec.NONE or info.dtype.is_bytes \
@@ -161,6 +166,34 @@ class Reader(Mapping[str, TensorInfo]):
         raw = self._mapped(block)
         self._verify_chunks(info, block, range(block.chunk_count), raw)
         return self._materialize(info, raw, info.shape)
+
+    def _plain_view(self, key: str) -> np.ndarray | None:
+        """The view :meth:`get_tensor` returns for a mapped tensor of one uncompressed
+        chunk, built from the index columns alone (the common case of many small
+        tensors); None for any other tensor, and for a checksum mismatch, which
+        the general path then reports."""
+        try:
+            plain = self.index.tensors.plain_chunk(key)
+        except KeyError:
+            raise NotFoundError("no tensor with this key", path=self.path, key=key) from None
+        if plain is None:
+            return None
+        shard, offset, length, crc, dtype, shape = plain
+        whole = self._whole_maps.get(shard)
+        if whole is None:
+            if not self._shards[shard].mappable:
+                return None
+            whole = self._whole_maps[shard] = np.frombuffer(self._shards[shard].mapping(),
+                                                            dtype=np.uint8)
+        raw = whole[offset : offset + length]
+        if raw.size != length:  # cannot happen after the checks at open; never a short view
+            return None
+        if self.verify and (shard, offset, 0) not in self._verified:
+            if crc32c(raw.data) != crc:
+                return None
+            self._verified.add((shard, offset, 0))
+        self.bytes_read += length
+        return raw.view(dtype).reshape(shape)
 
     def read_tensor(self, key: str) -> np.ndarray:
         """The tensor ``key`` as a new, writable array that owns its memory."""
@@ -456,6 +489,7 @@ class Reader(Mapping[str, TensorInfo]):
     # -- lifetime -------------------------------------------------------------
 
     def close(self) -> None:
+        self._whole_maps.clear()  # lets a map close now when no returned view holds it
         for shard in {id(s): s for s in [self._own, *self._shards]}.values():
             shard.close()
         self._shards = []

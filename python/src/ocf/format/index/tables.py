@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from itertools import accumulate
 from math import prod
-from typing import NoReturn
+from typing import NamedTuple, NoReturn
 
 import numpy as np
 
@@ -42,6 +42,7 @@ from ocf.v1 import tensor_pb2
 
 _U64 = np.uint64
 _CODECS: dict[int, Codec] = {int(c.value): c for c in Codec}
+_PLAIN = int(Codec.NONE.value)
 # Item size by dtype code (0 for byte strings, -1 for undefined codes).
 _ITEMSIZE = np.full(max(dtypes.BY_CODE) + 1, -1, dtype=np.int64)
 for _row in dtypes.TABLE:
@@ -88,6 +89,7 @@ class Tables(Mapping[str, TensorInfo]):
         self._infos: dict[int, TensorInfo] = {}
         self._column_lists: _ColumnLists | None = None
         self._crc_array: np.ndarray | None = None
+        self._view_dtypes: list[np.dtype[np.generic] | None] | None = None
         self._check_tensor_columns(tensors)
         self._check_keys()
         self._check_shapes()
@@ -402,6 +404,29 @@ class Tables(Mapping[str, TensorInfo]):
                                 tuple(c.slice_extents[at : at + rank]), self._block(c, j)))
         return TensorInfo(self._keys[row], dtype, shape, None, tuple(slices))
 
+    def plain_chunk(self, key: str) -> PlainChunk | None:
+        """Where the bytes of ``key`` lie when it is stored whole, uncompressed, in one
+        chunk of at least one byte, with a fixed-size dtype other than bool; else None.
+
+        The per-key read of a small tensor: a handful of list lookups, no
+        TensorInfo or Block built. KeyError when there is no such key.
+        """
+        row = self._rows[key]
+        c = self._lists()
+        j = c.first_block[row]
+        if c.slice_counts[row] or c.codecs[j] != _PLAIN or c.chunk_counts[j] != 1:
+            return None
+        if self._view_dtypes is None:  # made on first use: it may load ml_dtypes
+            # None where reading needs more than a view: byte strings and bools.
+            self._view_dtypes = [None if d is None or d.kind == "b" else d
+                                 for d in _numpy_dtypes(self._dtypes)]
+        numpy_dtype = self._view_dtypes[row]
+        if numpy_dtype is None:
+            return None
+        at = c.dim_start[row]
+        return PlainChunk(c.shards[j], c.offsets[j], c.raw[j], self._crcs[c.crc_start[j]],
+                          numpy_dtype, tuple(c.dims[at : at + c.ranks[row]]))
+
     def split_small_plain(self, keys: list[str], max_bytes: int
                           ) -> tuple[SmallPlain, list[str]]:
         """Split ``keys`` into small tensors read in batches and all others.
@@ -445,6 +470,17 @@ class Tables(Mapping[str, TensorInfo]):
             starts = list(accumulate(c.chunk_stored[at : at + chunks], initial=offset))
         return Block(c.shards[j], offset, c.stored[j], c.raw[j], compression, c.shuffles[j],
                      c.chunk_sizes[j], self._crcs[crc_at : crc_at + chunks], starts)
+
+
+class PlainChunk(NamedTuple):
+    """A tensor stored whole and uncompressed in one chunk (:meth:`Tables.plain_chunk`)."""
+
+    shard: int
+    offset: int
+    length: int
+    crc: int
+    dtype: np.dtype[np.generic]
+    shape: tuple[int, ...]
 
 
 @dataclass
