@@ -129,11 +129,12 @@ def remove(path: Path) -> None:
 
 def timed_runs(action: Callable[[], object], repeat: int, *,
                before: Callable[[], None] | None = None,
-               check: Callable[[Any], None] | None = None) -> list[float]:
-    """One untimed warm-up (whose result ``check`` validates), then ``repeat`` timed
-    runs; ``before`` prepares each run untimed. The result lives until the clock stops."""
+               check: Callable[[Any], None] | None = None, warm: bool = True) -> list[float]:
+    """One untimed warm-up (whose result ``check`` validates; none if not ``warm``), then
+    ``repeat`` timed runs; ``before`` prepares each run untimed. The result lives until
+    the clock stops."""
     samples = []
-    for run in range(repeat + 1):
+    for run in range(0 if warm else 1, repeat + 1):
         if before is not None:
             before()
         gc.collect()
@@ -430,33 +431,53 @@ LABELS = {"raw": "raw floor", "ocf": "OCF", "safetensors": "safetensors",
 # -- one system's worker -------------------------------------------------------
 
 
+FLOOR = " | floor"  # suffix of the raw floor's samples paired with a measurement
+
+
 def run_system(name: str, scale: Scale, workloads: set[str], workdir: Path, repeat: int
                ) -> dict[str, Any]:
-    """Every measurement of system ``name``: {"W1 save": [samples], ...}."""
+    """Every measurement of system ``name``: {"W1 save": [samples], ...}.
+
+    The raw floor of each measurement is measured again here, its runs
+    alternating with the system's ("W1 save | floor"), so that a ratio to the
+    floor compares runs made under the same load of the machine.
+    """
     started = time.perf_counter()
     system = SYSTEMS[name]()
     out: dict[str, Any] = {"import_s": time.perf_counter() - started}
     prepare: Callable[[Tensors], Any] = getattr(system, "prepare", lambda t: t)
+    floor = None if name == "raw" else Raw()
     base = workdir / name
     base.mkdir()
 
-    def saved(tensors: Tensors, tag: str, *, timed: str | None) -> Path:
-        """Save ``tensors`` (timed as ``timed`` when given); the path of the last save."""
+    def saved(tensors: Tensors, tag: str, *, timed: str | None) -> tuple[Path, Path]:
+        """Save ``tensors`` with the system and the floor (timed as ``timed`` when given);
+        the paths of the last saves."""
         state = prepare(tensors)
-        path = base / (tag + system.suffix)
+        path, floor_path = base / (tag + system.suffix), base / (tag + ".floor")
 
-        def fresh() -> None:
-            remove(path)
-            os.sync()  # settle write-back of earlier runs before the clock starts
+        def fresh(target: Path) -> Callable[[], None]:
+            def before() -> None:
+                remove(target)
+                os.sync()  # settle write-back of earlier runs before the clock starts
+            return before
 
         if timed is None:
-            fresh()
+            fresh(path)()
             system.save(state, path)
+            if floor is not None:
+                fresh(floor_path)()
+                floor.save(tensors, floor_path)
         else:
-            out[timed] = timed_runs(lambda: system.save(state, path), repeat, before=fresh)
-        return path
+            pair = None if floor is None else (lambda: floor.save(tensors, floor_path),
+                                                fresh(floor_path))
+            runs = timed_pair(lambda: system.save(state, path), repeat, before=fresh(path),
+                              floor=pair)
+            out[timed], out[timed + FLOOR] = runs
+        return path, floor_path
 
-    def measure(label: str, op: str, *args: Any, expected: Tensors | None = None) -> None:
+    def measure(label: str, op: str, paths: tuple[Path, Path], *args: Any,
+                expected: Tensors | None = None) -> None:
         action = getattr(system, op, None)
         if action is None:
             return
@@ -467,31 +488,38 @@ def run_system(name: str, scale: Scale, workloads: set[str], workdir: Path, repe
                     result, dict) else {next(iter(expected)): np.asarray(result)}
                 same(expected, got, f"{name} {label}")
 
-        out[label] = timed_runs(lambda: action(*args), repeat, check=check)
+        floor_action = None if floor is None else getattr(floor, op)
+        pair = None if floor_action is None else (lambda: floor_action(paths[1], *args), None)
+        out[label], out[label + FLOOR] = timed_pair(lambda: action(paths[0], *args), repeat,
+                                                    check=check, floor=pair)
 
     if workloads & {"W1", "W3"}:
         tensors = big_tensors(scale)
         layout = [(k, v.shape) for k, v in tensors.items()]
-        path = saved(tensors, "w1", timed="W1 save" if "W1" in workloads else None)
+        paths = saved(tensors, "w1", timed="W1 save" if "W1" in workloads else None)
         if "W1" in workloads:
-            measure("W1 load", "load", path, layout, expected=tensors)
+            measure("W1 load", "load", paths, layout, expected=tensors)
         if "W3" in workloads:
             key = layout[len(layout) // 2][0]
-            measure("W3 open + one", "one", path, key, layout, expected={key: tensors[key]})
-        remove(path)
+            measure("W3 open + one", "one", paths, key, layout, expected={key: tensors[key]})
+        for path in paths:
+            remove(path)
         del tensors
     if workloads & {"W2", "W5"}:
         tensors = small_tensors(scale)
         layout = [(k, v.shape) for k, v in tensors.items()]
-        path = saved(tensors, "w2", timed="W2 save" if "W2" in workloads else None)
+        paths = saved(tensors, "w2", timed="W2 save" if "W2" in workloads else None)
         if "W2" in workloads:
-            measure("W2 open + load", "load", path, layout, expected=tensors)
+            measure("W2 open + load", "load", paths, layout, expected=tensors)
         if "W5" in workloads:
-            measure("W5 per-key reads", "per_key", path, layout, expected=tensors)
-        remove(path)
+            measure("W5 per-key reads", "per_key", paths, layout, expected=tensors)
+        for path in paths:
+            remove(path)
     if "W4" in workloads and hasattr(system, "keys"):
         tensors = listed_tensors(scale)
-        path = saved(tensors, "w4", timed=None)
+        path = base / ("w4" + system.suffix)
+        remove(path)
+        system.save(prepare(tensors), path)
         out["W4 open + list"] = timed_runs(lambda: system.keys(path), repeat,
                                            check=lambda keys: _same_keys(keys, tensors))
         remove(path)
@@ -503,6 +531,27 @@ def run_system(name: str, scale: Scale, workloads: set[str], workdir: Path, repe
         out.update(async_rows(scale, base, repeat))
     shutil.rmtree(base, ignore_errors=True)
     return out
+
+
+def timed_pair(action: Callable[[], object], repeat: int, *,
+               before: Callable[[], None] | None = None,
+               check: Callable[[Any], None] | None = None,
+               floor: tuple[Callable[[], object], Callable[[], None] | None] | None
+               ) -> tuple[list[float], list[float]]:
+    """:func:`timed_runs` of ``action`` and of the floor's (action, before), one run of
+    each in turn (which goes first alternates), so both see the same machine."""
+    if floor is None:
+        return timed_runs(action, repeat, before=before, check=check), []
+    floor_action, floor_before = floor
+    ours: list[float] = []
+    theirs: list[float] = []
+    for run in range(repeat + 1):
+        pair = [(action, before, check, ours), (floor_action, floor_before, None, theirs)]
+        for act, prep, checker, samples in pair[:: 1 if run % 2 else -1]:
+            # Round 0 is the warm-up of both; every later round times one run of each.
+            samples += timed_runs(act, int(run > 0), before=prep, check=checker,
+                                  warm=run == 0)
+    return ours, theirs
 
 
 def _same_keys(keys: list[str], tensors: Tensors) -> None:
@@ -612,38 +661,48 @@ def median(values: Any) -> float | None:
     return statistics.median(values) if isinstance(values, list) and values else None
 
 
-def fmt(seconds: float | None, floor: float | None = None) -> str:
+def fmt(seconds: float | None) -> str:
     if seconds is None:
         return "n/a"
-    text = f"{seconds:.3f}" if seconds >= 0.1 else f"{seconds * 1000:.1f} ms"
-    return text + (f" ({seconds / floor:.2f}x)" if floor else "")
+    return f"{seconds:.3f} s" if seconds >= 0.1 else f"{seconds * 1000:.1f} ms"
+
+
+def floor_ratio(results: dict[str, Any], row: str, system: str) -> float | None:
+    """The system's median over the median of the raw floor runs paired with it."""
+    if system == "raw":
+        return 1.0 if median(results.get(row)) else None
+    ours, floor = median(results.get(row)), median(results.get(row + FLOOR))
+    return ours / floor if ours and floor else None
 
 
 def peer_table(results: dict[str, dict[str, Any]]) -> str:
-    systems = [s for s in SYSTEMS if s in results]
+    systems = [s for s in SYSTEMS if s in results and "error" not in results[s]]
     head = "| workload | " + " | ".join(LABELS[s] for s in systems) + \
         " | OCF / raw | best peer / raw | target | met? |"
     lines = [head, "|---|" + "--:|" * len(systems) + "--:|--:|---|---|"]
     for row in ROWS:
         medians = {s: median(results[s].get(row)) for s in systems}
-        raw, ours = medians.get("raw"), medians.get("ocf")
-        peers = {s: m for s, m in medians.items() if s not in ("raw", "ocf") and m}
-        best = min(peers, key=lambda s: peers[s]) if peers else None
-        cells = [fmt(medians[s], raw) for s in systems]
+        ratios = {s: floor_ratio(results[s], row, s) for s in systems}
+        cells = [fmt(medians[s]) + (f" ({ratios[s]:.2f}x)" if ratios[s] else "")
+                 for s in systems]
+        ours = ratios.get("ocf")
+        # Peers are ranked by their ratio to the floor when there is one, else by time.
+        score = {s: ratios[s] or medians[s] for s in systems
+                 if s not in ("raw", "ocf") and medians[s]}
+        best = min(score, key=lambda s: score[s]) if score else None  # type: ignore[arg-type]
         target, rule = TARGETS.get(row, ("-", None))
-        if row == "W1 load" and ours and medians.get("torch"):
-            met = "yes" if ours <= medians["torch"] else "NO"  # type: ignore[operator]
-        elif row == "W5 per-key reads" and ours and medians.get("safetensors"):
-            met = "yes" if ours <= medians["safetensors"] else "NO"  # type: ignore[operator]
-        elif rule is not None and ours and raw:
-            met = "yes" if rule(ours, raw, None) else "NO"
-        else:
-            met = "-"
-        ratio = f"{ours / raw:.2f}x" if ours and raw else "-"
-        best_ratio = (f"{LABELS[best]} {peers[best] / raw:.2f}x" if best and raw else
-                      f"{LABELS[best]} {fmt(peers[best])}" if best else "-")
+        met = "-"
+        if row == "W1 load" and ours and ratios.get("torch"):
+            met = "yes" if ours <= ratios["torch"] else "NO"  # type: ignore[operator]
+        elif row == "W5 per-key reads" and ours and ratios.get("safetensors"):
+            met = "yes" if ours <= ratios["safetensors"] else "NO"  # type: ignore[operator]
+        elif rule is not None and ours:
+            met = "yes" if rule(ours, 1.0, None) else "NO"
+        best_text = "-" if best is None else (
+            f"{LABELS[best]} {ratios[best]:.2f}x" if ratios[best] else
+            f"{LABELS[best]} {fmt(medians[best])}")
         lines.append(f"| {row} | " + " | ".join(cells) +
-                     f" | {ratio} | {best_ratio} | {target} | {met} |")
+                     f" | {f'{ours:.2f}x' if ours else '-'} | {best_text} | {target} | {met} |")
     return "\n".join(lines)
 
 
@@ -782,7 +841,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nW1: {count} x {'x'.join(map(str, shape))} float32; W2/W5: {scale.small[0]:,} x "
           f"{scale.small[1] * 4} B; W4: {scale.listed:,} tensors; W6: {scale.compressed_mib} "
           f"MiB. Median of {args.repeat} timed runs after 1 warm-up, each system in its own "
-          "process; (x) = ratio to the raw floor of the same run. Saves include fsync for "
+          "process; (x) = ratio to the raw floor measured in that system's process, its runs "
+          "alternating with the system's (so both see the same load). Saves include fsync for "
           "every system (an `os.fsync` of each written file inside the timed region for those "
           "that do not sync themselves). Loads read from the page cache.\n")
     print(peer_table(results))
