@@ -7,9 +7,9 @@ The C implementation releases the GIL, so threads checksum in parallel.
 
 from __future__ import annotations
 
-import crc32c as _crc32c
+from crc32c import crc32c
 
-
-def crc32c(data: bytes | bytearray | memoryview, value: int = 0) -> int:
-    """CRC-32C of ``data``, continuing from ``value`` (the CRC of earlier bytes)."""
-    return int(_crc32c.crc32c(data, value))
+#: ``crc32c(data, value=0)``: the CRC-32C of ``data``, continuing from ``value``
+#: (the CRC of earlier bytes). The C function itself, not a wrapper: it is
+#: called once per tensor, and a checkpoint may hold hundreds of thousands.
+__all__ = ["crc32c"]

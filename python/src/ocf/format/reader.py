@@ -97,6 +97,8 @@ class Reader(Mapping[str, TensorInfo]):
         # Per key stored in slices: its boxes' first and past-the-end indices.
         self._slice_bounds: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._pool: ThreadPoolExecutor | None = None
+        # Per mapped shard, all its bytes, that views are sliced from.
+        self._whole_maps: dict[int, memoryview] = {}
         self._shards: list[Input] = []
         self._graph: ObjectGraph | None = None
         self._own = self._storage.open_index(self.path)
@@ -164,6 +166,9 @@ class Reader(Mapping[str, TensorInfo]):
 
     def get_tensor(self, key: str) -> np.ndarray:
         """The tensor ``key``; a read-only zero-copy view when it is stored uncompressed."""
+        view = self._plain_view(key)
+        if view is not None:
+            return view
         info = self[key]
         block = info.block
         if block is None or block.compression is not Codec.NONE or info.dtype.is_bytes \
@@ -172,6 +177,35 @@ class Reader(Mapping[str, TensorInfo]):
         raw = self._mapped(block)
         self._verify_chunks(info, block, range(block.chunk_count), raw)
         return self._materialize(info, raw, info.shape)
+
+    def _plain_view(self, key: str) -> np.ndarray | None:
+        """The view :meth:`get_tensor` returns for a mapped tensor of one uncompressed
+        chunk, built from the index columns alone (the common case of many small
+        tensors); None for any other tensor, and for a checksum mismatch, which
+        the general path then reports."""
+        try:
+            plain = self.index.tensors.plain_chunk(key)
+        except KeyError:
+            raise NotFoundError("no tensor with this key", path=self.path, key=key) from None
+        if plain is None:
+            return None
+        shard, offset, length, crc, dtype, shape = plain
+        whole = self._whole_maps.get(shard)
+        if whole is None:
+            if not self._shards[shard].mappable:
+                return None
+            whole = self._whole_maps[shard] = memoryview(self._shards[shard].mapping())
+        raw = whole[offset : offset + length]
+        if len(raw) != length:  # cannot happen after the checks at open; never a short view
+            return None
+        if self.verify and (shard, offset, 0) not in self._verified:
+            if crc32c(raw) != crc:
+                return None
+            self._verified.add((shard, offset, 0))
+        self.bytes_read += length
+        # Read-only, as the map is; np.ndarray() is the cheapest way to a shaped view.
+        view: np.ndarray = np.ndarray(shape, dtype, whole, offset)
+        return view
 
     def read_tensor(self, key: str) -> np.ndarray:
         """The tensor ``key`` as a new, writable array that owns its memory."""
@@ -221,17 +255,19 @@ class Reader(Mapping[str, TensorInfo]):
         self._shards[small.shards[first]].read_into(buffer.data, start)
         self.bytes_read += buffer.size
         keys, crcs, numpy_dtypes, shapes = small.keys, small.crcs, small.dtypes, small.shapes
+        view = buffer.data  # memoryview slices and np.ndarray() cost far less than
+        verify = self.verify  # NumPy slicing, per tensor of a run of thousands
         for i in range(first, last + 1):
             at = offsets[i] - start
-            raw = buffer[at : at + lengths[i]]
-            if self.verify and crc32c(raw.data) != crcs[i]:
+            if verify and (crc := crc32c(view[at : at + lengths[i]])) != crcs[i]:
                 info = self[keys[i]]
                 assert info.block is not None
-                self._check_crc(info, info.block, 0, crc32c(raw.data))
+                self._check_crc(info, info.block, 0, crc)
             if numpy_dtypes[i].kind == "b":  # bool bytes must be checked
+                raw = buffer[at : at + lengths[i]]
                 result[keys[i]] = self._materialize(self[keys[i]], raw, shapes[i])
             else:
-                result[keys[i]] = raw.view(numpy_dtypes[i]).reshape(shapes[i])
+                result[keys[i]] = np.ndarray(shapes[i], numpy_dtypes[i], buffer, at)
 
     def get_slice(self, key: str, index: object) -> np.ndarray:
         """``tensor[index]`` for basic NumPy indices, reading only the chunks it needs."""
@@ -367,7 +403,7 @@ class Reader(Mapping[str, TensorInfo]):
                 self._check_crc(info, block, i, crc32c(stored))
             a, b = block.raw_range(i)
             try:
-                out[a:b] = decode_zstd(stored, b - a, itemsize)
+                decode_zstd(stored, b - a, itemsize, into=out[a:b])
             except MalformedError as exc:
                 raise MalformedError(f"chunk {i}: {exc.detail}", path=self.path, key=info.key,
                                      requirement=exc.requirement) from None
@@ -467,6 +503,7 @@ class Reader(Mapping[str, TensorInfo]):
     # -- lifetime -------------------------------------------------------------
 
     def close(self) -> None:
+        self._whole_maps.clear()  # lets a map close now when no returned view holds it
         for shard in {id(s): s for s in [self._own, *self._shards]}.values():
             shard.close()
         self._shards = []

@@ -117,6 +117,7 @@ class Writer:
         self._storage = backend_of(self.target)
         self.layout = layout
         self.compression = Codec.parse(compression)
+        self._plain = self.compression is Codec.NONE  # tested once per tensor
         self.level = compression_level
         self.byte_shuffle = byte_shuffle and self.compression is Codec.ZSTD
         if chunk_size % 64 or not MIN_CHUNK_SIZE <= chunk_size <= MAX_CHUNK_SIZE:
@@ -286,7 +287,7 @@ class Writer:
         output.align()
         shard = len(self._files) - 1 if self.layout == "directory" else 0
         offset = output.position
-        if self.compression is Codec.NONE and 0 < size <= self.chunk_size:
+        if self._plain and 0 < size <= self.chunk_size:
             # The common case of many small tensors, kept short: one chunk.
             crc = crc32c(raw)
             output.write(raw)

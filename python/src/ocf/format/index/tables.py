@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from itertools import accumulate
 from math import prod
-from typing import NoReturn
+from typing import NamedTuple, NoReturn
 
 import numpy as np
 
@@ -42,6 +42,7 @@ from ocf.v1 import tensor_pb2
 
 _U64 = np.uint64
 _CODECS: dict[int, Codec] = {int(c.value): c for c in Codec}
+_PLAIN = int(Codec.NONE.value)
 # Item size by dtype code (0 for byte strings, -1 for undefined codes).
 _ITEMSIZE = np.full(max(dtypes.BY_CODE) + 1, -1, dtype=np.int64)
 for _row in dtypes.TABLE:
@@ -66,7 +67,9 @@ def _numpy_dtypes(codes: np.ndarray) -> list[np.dtype[np.generic]]:
 
 
 def _u64(values: object) -> np.ndarray:
-    return np.fromiter(values, dtype=_U64)  # type: ignore[call-overload, no-any-return]
+    # NumPy copies a protobuf repeated field of numbers at C speed; iterating it
+    # (np.fromiter) costs a Python object per value.
+    return np.array(values, dtype=_U64)
 
 
 class Tables(Mapping[str, TensorInfo]):
@@ -87,7 +90,7 @@ class Tables(Mapping[str, TensorInfo]):
         self._partial = partial
         self._infos: dict[int, TensorInfo] = {}
         self._column_lists: _ColumnLists | None = None
-        self._crc_array: np.ndarray | None = None
+        self._view_dtypes: list[np.dtype[np.generic] | None] | None = None
         self._check_tensor_columns(tensors)
         self._check_keys()
         self._check_shapes()
@@ -139,9 +142,9 @@ class Tables(Mapping[str, TensorInfo]):
         if n > MAX_TENSORS:
             self._fail(LimitExceededError, f"{n} tensors, above the limit of {MAX_TENSORS}",
                        "R-LIMIT-002")
-        self._dtypes = np.fromiter(t.dtypes, dtype=np.int64)
-        self._ranks = np.fromiter(t.ranks, dtype=np.int64)
-        self._slice_counts = np.fromiter(t.slice_counts, dtype=np.int64)
+        self._dtypes = np.array(t.dtypes, dtype=np.int64)
+        self._ranks = np.array(t.ranks, dtype=np.int64)
+        self._slice_counts = np.array(t.slice_counts, dtype=np.int64)
         if not len(self._dtypes) == len(self._ranks) == len(self._slice_counts) == n:
             self._fail(InvalidError, f"tensor table columns differ in length: {n} keys, "
                        f"{len(self._dtypes)} dtypes, {len(self._ranks)} ranks, "
@@ -153,18 +156,21 @@ class Tables(Mapping[str, TensorInfo]):
 
     def _check_keys(self) -> None:
         keys = self._keys
-        for i, key in enumerate(keys):
-            if not key or "\0" in key:
-                self._fail(InvalidError, "tensor key is empty or contains NUL", "R-TENSOR-001",
-                           i)
+        # Whole-list tests first (C loops); the per-key loops only find the culprit.
+        lengths = list(map(len, keys))
+        if "\0" in "".join(keys) or (lengths and min(lengths) == 0):
+            for i, key in enumerate(keys):
+                if not key or "\0" in key:
+                    self._fail(InvalidError, "tensor key is empty or contains NUL",
+                               "R-TENSOR-001", i)
         # A character takes at most 4 bytes in UTF-8: encode only keys that may be long.
-        for key in keys:
+        for key in keys if lengths and max(lengths) * 4 > MAX_KEY_BYTES else ():
             if len(key) * 4 > MAX_KEY_BYTES and len(key.encode("utf-8")) > MAX_KEY_BYTES:
                 raise LimitExceededError(
                     f"key is {len(key.encode('utf-8'))} bytes, above the limit of "
                     f"{MAX_KEY_BYTES}", path=self.path, key=key[:64] + "...",
                     requirement="R-TENSOR-001")
-        self._rows = {key: i for i, key in enumerate(keys)}
+        self._rows = dict(zip(keys, range(len(keys))))
         if len(self._rows) != len(keys):
             seen: set[str] = set()
             for i, key in enumerate(keys):
@@ -217,19 +223,19 @@ class Tables(Mapping[str, TensorInfo]):
         self._first_block = np.cumsum(per_tensor) - per_tensor
         self._block_tensor = np.repeat(np.arange(len(self._keys)), per_tensor)
         m = int(per_tensor.sum())
-        self._shards = np.fromiter(b.shards, dtype=np.int64)
+        self._shards = np.array(b.shards, dtype=np.int64)
         self._offsets = _u64(b.offsets)
         self._stored = _u64(b.stored_lengths)
         self._raw = _u64(b.raw_lengths)
-        self._codecs = np.fromiter(b.codecs, dtype=np.int64)
-        self._shuffles = np.fromiter(b.byte_shuffles, dtype=bool)
+        self._codecs = np.array(b.codecs, dtype=np.int64)
+        self._shuffles = np.array(b.byte_shuffles, dtype=bool)
         self._chunk_sizes = _u64(b.chunk_sizes)
         lengths = [len(c) for c in (self._shards, self._offsets, self._stored, self._raw,
                                     self._codecs, self._shuffles, self._chunk_sizes)]
         if any(length != m for length in lengths):
             self._fail(InvalidError, f"the tensors need {m} blocks, the block table columns "
                        f"hold {lengths} values", "R-TABLE-002")
-        self._crcs = list(b.chunk_crcs)
+        self._crc_array = np.array(b.chunk_crcs, dtype=np.uint32)
         self._chunk_stored = _u64(b.chunk_stored_lengths)
         self._slice_starts = _u64(b.slice_starts)
         self._slice_extents = _u64(b.slice_extents)
@@ -312,9 +318,9 @@ class Tables(Mapping[str, TensorInfo]):
                          f"more than {MAX_CHUNKS_PER_BLOCK} chunks", "R-LIMIT-002")
         self._chunk_counts = chunks
         self._crc_start = np.cumsum(chunks) - chunks
-        if int(chunks.sum()) != len(self._crcs):
+        if int(chunks.sum()) != self._crc_array.size:
             self._fail(InvalidError, f"the blocks have {int(chunks.sum())} chunks, "
-                       f"chunk_crcs holds {len(self._crcs)} values", "R-CHUNK-002")
+                       f"chunk_crcs holds {self._crc_array.size} values", "R-CHUNK-002")
         zstd = self._codecs == Codec.ZSTD.value
         zstd_chunks = np.where(zstd, chunks, 0)
         self._stored_start = np.cumsum(zstd_chunks) - zstd_chunks
@@ -402,6 +408,29 @@ class Tables(Mapping[str, TensorInfo]):
                                 tuple(c.slice_extents[at : at + rank]), self._block(c, j)))
         return TensorInfo(self._keys[row], dtype, shape, None, tuple(slices))
 
+    def plain_chunk(self, key: str) -> PlainChunk | None:
+        """Where the bytes of ``key`` lie when it is stored whole, uncompressed, in one
+        chunk of at least one byte, with a fixed-size dtype other than bool; else None.
+
+        The per-key read of a small tensor: a handful of list lookups, no
+        TensorInfo or Block built. KeyError when there is no such key.
+        """
+        row = self._rows[key]
+        c = self._lists()
+        j = c.first_block[row]
+        if c.slice_counts[row] or c.codecs[j] != _PLAIN or c.chunk_counts[j] != 1:
+            return None
+        if self._view_dtypes is None:  # made on first use: it may load ml_dtypes
+            # None where reading needs more than a view: byte strings and bools.
+            self._view_dtypes = [None if d is None or d.kind == "b" else d
+                                 for d in _numpy_dtypes(self._dtypes)]
+        numpy_dtype = self._view_dtypes[row]
+        if numpy_dtype is None:
+            return None
+        at = c.dim_start[row]
+        return PlainChunk(c.shards[j], c.offsets[j], c.raw[j], c.crcs[c.crc_start[j]],
+                          numpy_dtype, tuple(c.dims[at : at + c.ranks[row]]))
+
     def split_small_plain(self, keys: list[str], max_bytes: int
                           ) -> tuple[SmallPlain, list[str]]:
         """Split ``keys`` into small tensors read in batches and all others.
@@ -420,9 +449,6 @@ class Tables(Mapping[str, TensorInfo]):
         rows, blocks = rows[small], blocks[small]
         order = np.lexsort((self._offsets[blocks], self._shards[blocks]))
         rows, blocks = rows[order], blocks[order]
-        c = self._lists()
-        if self._crc_array is None:
-            self._crc_array = np.array(self._crcs, dtype=np.uint32)
         return SmallPlain(
             keys=[self._keys[r] for r in rows.tolist()],
             shards=self._shards[blocks].tolist(),
@@ -430,9 +456,18 @@ class Tables(Mapping[str, TensorInfo]):
             raw_lengths=self._raw[blocks].tolist(),
             crcs=self._crc_array[self._crc_start[blocks]].tolist(),
             dtypes=_numpy_dtypes(self._dtypes[rows]),
-            shapes=[tuple(c.dims[c.dim_start[r] : c.dim_start[r] + c.ranks[r]])
-                    for r in rows.tolist()],
+            shapes=self._shapes(rows),
         ), others
+
+    def _shapes(self, rows: np.ndarray) -> list[tuple[int, ...]]:
+        """The shapes of tensors ``rows``; by one gather when they share a rank."""
+        ranks = self._ranks[rows]
+        if ranks.size and (ranks == ranks[0]).all():
+            dims = self._dims[self._dim_start[rows][:, None] + np.arange(ranks[0])]
+            return list(map(tuple, dims.tolist()))
+        c = self._lists()
+        return [tuple(c.dims[c.dim_start[r] : c.dim_start[r] + c.ranks[r]])
+                for r in rows.tolist()]
 
     def _block(self, c: _ColumnLists, j: int) -> Block:
         compression = _CODECS[c.codecs[j]]
@@ -444,7 +479,18 @@ class Tables(Mapping[str, TensorInfo]):
             at = c.stored_start[j]
             starts = list(accumulate(c.chunk_stored[at : at + chunks], initial=offset))
         return Block(c.shards[j], offset, c.stored[j], c.raw[j], compression, c.shuffles[j],
-                     c.chunk_sizes[j], self._crcs[crc_at : crc_at + chunks], starts)
+                     c.chunk_sizes[j], c.crcs[crc_at : crc_at + chunks], starts)
+
+
+class PlainChunk(NamedTuple):
+    """A tensor stored whole and uncompressed in one chunk (:meth:`Tables.plain_chunk`)."""
+
+    shard: int
+    offset: int
+    length: int
+    crc: int
+    dtype: np.dtype[np.generic]
+    shape: tuple[int, ...]
 
 
 @dataclass
@@ -478,6 +524,7 @@ class _ColumnLists:
         self.shuffles = t._shuffles.tolist()
         self.chunk_sizes = t._chunk_sizes.tolist()
         self.crc_start = t._crc_start.tolist()
+        self.crcs = t._crc_array.tolist()
         self.chunk_counts = t._chunk_counts.tolist()
         self.stored_start = t._stored_start.tolist()
         self.chunk_stored = t._chunk_stored.tolist()

@@ -161,8 +161,9 @@ class LocalOutput:
 
     def align(self) -> None:
         pad = padding(self.position)
-        self._pending += _ZEROS[:pad]
-        self.position += pad
+        if pad:
+            self._pending += _ZEROS[:pad]
+            self.position += pad
 
     def write(self, data: memoryview | bytes) -> None:
         size = len(data)
