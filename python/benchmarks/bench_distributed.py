@@ -51,7 +51,7 @@ import numpy as np
 
 import ocf
 from ocf.distributed.parts import PartWriter, merge_parts, new_save_id
-from ocf.distributed.torch import RESHARD_CHUNK_SIZE, RESHARD_TILE_BYTES
+from ocf.distributed.resharding import RESHARD_CHUNK_SIZE, RESHARD_TILE_BYTES
 
 MiB = 1 << 20
 WRITERS = 4

@@ -31,6 +31,7 @@ import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
 from ocf.distributed.parts import Slice, merge_parts, new_save_id, write_part
+from ocf.distributed.resharding import RESHARD_CHUNK_SIZE, RESHARD_TILE_BYTES
 from ocf.format.errors import ERROR_CLASSES, Category, InvalidError, OCFError
 from ocf.format.object_graph import Node
 from ocf.format.reader import Reader
@@ -39,22 +40,6 @@ from ocf.objects.manager import CheckpointManager
 from ocf.torch.tensors import from_numpy, ocf_dtype, to_numpy
 
 Region = Sequence[slice] | slice | None
-# Chunk size of distributed saves unless the caller chooses one: a reader that
-# wants another partitioning than the writers' reads whole chunks (each is
-# checksummed), and 64 KiB chunks keep that within a few percent of the
-# bytes it needs (python/benchmarks/bench_distributed.py), at 4 bytes of
-# index per chunk.
-RESHARD_CHUNK_SIZE = 64 << 10
-# Tile size of distributed saves unless the caller chooses one (tile_bytes=None
-# stores each box as one slice): every box of a tensor of rank 2 or more is
-# stored as a grid of tiles of about this many bytes, each a slice of its own
-# (ocf.distributed.parts.tiling), so that a reader that partitions the tensor along
-# another dimension than the writers (columns of a tensor saved by rows) reads
-# the tiles its region overlaps, not every chunk of every box. The grid splits
-# each dimension into about as many tiles, at most 1024 tiles per tensor
-# (larger tensors get larger tiles). The cost is one slice record per tile in
-# the index, a few tens of bytes.
-RESHARD_TILE_BYTES = 16 << 10
 # What a rank reports of its step: None when it succeeded, else the error's
 # class name, category (None outside OCF's), message, path, key and requirement.
 _Status = tuple[str, str | None, str, str | None, str | None, str | None] | None

@@ -28,7 +28,7 @@ from torch.futures import Future
 
 from ocf.distributed.dcp.values import METADATA_KEY, from_saved_bytes
 from ocf.distributed.parts import PartWriter, merge_parts, new_save_id
-from ocf.distributed.torch import RESHARD_CHUNK_SIZE, RESHARD_TILE_BYTES
+from ocf.distributed.resharding import RESHARD_CHUNK_SIZE, RESHARD_TILE_BYTES
 from ocf.format.errors import InvalidError
 from ocf.format.storage.location import StorageOptions
 from ocf.torch.tensors import to_numpy
