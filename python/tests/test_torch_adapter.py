@@ -663,6 +663,30 @@ def test_extra_state_tensors_and_python_values_are_saved_and_handed_back(tmp_pat
     assert history[1:] == [7]
 
 
+def test_a_damaged_extra_state_is_refused_before_any_parameter_changes(tmp_path: Path
+                                                                        ) -> None:
+    # The extra state names a place its value lacks (a damaged or hand-made file): the
+    # restore refuses it while planning, before the parameters found first are copied.
+    torch.manual_seed(0)
+    calibrated = Calibrated()
+    calibrated.extra = {"amax": torch.tensor([1.5, 2.5])}
+    graph = collect({"a": nn.Linear(2, 2), "b": {"c": calibrated}})
+    graph.nodes[graph.paths.index("b/c")].metadata["extra_state_tensors"] = [["nowhere"]]
+    path = tmp_path / "damaged.ocf"
+    with ocf.Writer(path) as writer:
+        for key, value in graph.tensors.items():
+            writer.write(key, value)
+        writer.set_object_graph(graph.nodes)
+    torch.manual_seed(1)
+    fresh = {"a": nn.Linear(2, 2), "b": {"c": Calibrated()}}
+    before = [t.detach().clone() for t in fresh["a"].parameters()]
+    with pytest.raises(ocf.InvalidError, match=r"damaged\.ocf: .*extra state of .*Calibrated "
+                       r"has no place \['nowhere'\] for a tensor"):
+        ocf.torch.restore(path, fresh)
+    assert all(torch.equal(t, b) for t, b in zip(fresh["a"].parameters(), before))
+    assert fresh["b"]["c"].received is None
+
+
 def test_a_tensor_extra_state_comes_back_as_the_tensor(tmp_path: Path) -> None:
     model = Calibrated()
     model.extra = torch.tensor([9, 8, 7], dtype=torch.uint8)  # as Transformer Engine keeps it

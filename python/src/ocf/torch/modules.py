@@ -159,6 +159,10 @@ class ModuleNode:
     def ocf_restore_tensors(self, values: Mapping[str, np.ndarray]) -> None:
         self._restored = values  # restoring.py hands over tensors before metadata
 
+    def ocf_check_restore_metadata(self, values: Mapping[str, MetadataValue]) -> None:
+        if extra_state.VALUE in values and extra_state.restores(self.module):
+            extra_state.check_places(values, self.ocf_type_name)
+
     def ocf_restore_metadata(self, values: Mapping[str, MetadataValue]) -> None:
         if extra_state.VALUE in values and extra_state.restores(self.module):
             self.module.set_extra_state(extra_state.put_together(
