@@ -95,6 +95,20 @@ def flip_bit(blob: bytes, bit: int) -> bytes:
     return patch(blob, byte, bytes([blob[byte] ^ (1 << shift)]))
 
 
+def corrupt_tensor(path: Path, key: str) -> None:
+    """Flip one stored byte of tensor ``key`` in the file at ``path`` (in its first chunk,
+    where an OCF reader found it), so that its checksum fails."""
+    import ocf  # here only: nothing else in this module uses ocf's reader
+
+    with ocf.open(path) as reader:
+        block = reader[key].block
+        assert block is not None
+        start, end = block.stored_range(0)
+    data = bytearray(path.read_bytes())
+    data[(start + end) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
 # -- building an index ----------------------------------------------------------
 
 

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
+from helpers import corrupt_tensor
 from s3server import S3Server
 
 import ocf
@@ -230,6 +231,19 @@ def test_restore_is_strict_unless_partial(adapter: Adapter, tmp_path: Path) -> N
     restored = adapter.restored(result, bigger)
     assert adapter.array(restored["layer"]["w"]).tolist() == (values()["w"] * 2).tolist()
     assert adapter.array(restored["extra"]).tolist() == [0.0, 0.0]
+
+
+def test_a_corrupt_value_fails_the_restore_before_the_target_changes(
+        adapter: Adapter, tmp_path: Path) -> None:
+    # layer/w is read last (breadth-first), after bias: the failure comes before any copy.
+    path = tmp_path / "state.ocf"
+    adapter.module.save(path, state_of(adapter, 2.0))
+    corrupt_tensor(path, "layer/w/.value")
+    target = state_of(adapter, 0.0)
+    with pytest.raises(ocf.IntegrityError) as caught:
+        adapter.module.restore(path, target)
+    assert (caught.value.key, caught.value.path) == ("layer/w/.value", str(path))
+    assert_same(arrays_of(target, adapter), arrays_of(state_of(adapter, 0.0), adapter))
 
 
 def test_restore_reads_an_object_store_through_storage_options(

@@ -8,17 +8,20 @@ copies the first, and refuses a dtype other than the target's unless
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
+from helpers import corrupt_tensor
 from torch import nn
 
 import ocf
 import ocf.jax
 import ocf.numpy
+import ocf.objects.read_ahead
 import ocf.torch
 
 
@@ -136,6 +139,87 @@ def test_a_strictness_failure_changes_nothing_either(tmp_path: Path) -> None:
     assert target["a"].tolist() == [0.0] * 4
 
 
+@pytest.mark.parametrize("read_ahead", ["kept", "checked only"])
+@pytest.mark.parametrize("compression", [None, "zstd"])
+@pytest.mark.parametrize("corrupted", ["model/2/bias/.value",
+                                       "optimizer/.slot/model/2/bias/exp_avg_sq/.value"])
+def test_a_checksum_failure_in_the_last_tensor_leaves_model_and_optimizer_untouched(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, corrupted: str,
+        compression: str | None, read_ahead: str) -> None:
+    # The last parameter and the last slot value: every other value is read before them.
+    # Without room to keep values, each is checked by its stored chunks' checksums only.
+    if read_ahead == "checked only":
+        monkeypatch.setattr(ocf.objects.read_ahead, "READ_AHEAD_BYTES", 0)
+    net, optimizer = trained_net()
+    path = Path(ocf.torch.save(tmp_path / "o.ocf", {"model": net, "optimizer": optimizer},
+                               compression=compression))
+    corrupt_tensor(path, corrupted)
+    other, other_optimizer = trained_net(seed=5)
+    before = snapshot(other, other_optimizer)
+    with pytest.raises(ocf.IntegrityError, match="CRC-32C") as caught:
+        ocf.torch.restore(path, {"model": other, "optimizer": other_optimizer})
+    assert (caught.value.key, caught.value.path) == (corrupted, str(path))
+    assert snapshot(other, other_optimizer) == before
+
+
+@pytest.mark.parametrize(("layout", "compression"),
+                         [("file", None), ("file", "zstd"), ("directory", None)])
+def test_verify_tensor_finds_a_flipped_byte_in_any_chunk_and_returns_nothing(
+        tmp_path: Path, layout: str, compression: str | None) -> None:
+    # What a restore runs on values beyond its read-ahead budget: the stored chunks'
+    # checksums, for a mapped file, compressed chunks, and a shard of a directory.
+    path = tmp_path / "c"
+    values = {"a": np.arange(1000.0), "b": np.random.default_rng(0).standard_normal(3000)}
+    ocf.save_file(values, path, layout=layout, compression=compression, chunk_size=4096)
+    with ocf.open(path) as reader:
+        block = reader["b"].blocks[0]
+        assert block.chunk_count > 2
+        start, end = block.stored_range(block.chunk_count - 1)
+        name = reader.index.shards[block.shard].path
+        shard = reader.path.parent / name if name else Path(reader.path)
+        assert reader.verify_tensor("b") is None
+    data = bytearray(shard.read_bytes())
+    data[(start + end) // 2] ^= 0x10
+    shard.write_bytes(bytes(data))
+    with ocf.open(path) as reader:
+        reader.verify_tensor("a")
+        with pytest.raises(ocf.IntegrityError, match=rf"chunk {block.chunk_count - 1} "
+                           r".*CRC-32C") as caught:
+            reader.verify_tensor("b")
+        assert caught.value.key == "b"
+    with ocf.open(path, verify=False) as reader:
+        reader.verify_tensor("b")  # nothing to check without verification
+
+
+def test_a_checksum_failure_in_a_restore_by_name_changes_no_array(tmp_path: Path) -> None:
+    path = tmp_path / "flat.ocf"
+    ocf.save_file({"a": np.arange(4.0), "b": np.arange(5.0), "z": np.ones(6)}, path)
+    corrupt_tensor(path, "z")
+    target = {"a": np.zeros(4), "b": np.zeros(5), "z": np.zeros(6)}
+    with pytest.raises(ocf.IntegrityError, match="CRC-32C") as caught:
+        ocf.restore(target, path, name_map=lambda key: key.removesuffix("/.value"))
+    assert caught.value.key == "z"
+    assert [v.tolist() for v in target.values()] == [[0.0] * 4, [0.0] * 5, [0.0] * 6]
+
+
+def test_an_optimizer_refusing_its_parameter_groups_leaves_the_model_untouched(
+        tmp_path: Path) -> None:
+    # The optimizer is deeper in the graph than the model's parameters: they come first.
+    torch.manual_seed(0)
+    model = nn.Linear(4, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    path = ocf.torch.save(tmp_path / "o.ocf", {"model": model,
+                                               "trainer": {"optimizer": optimizer}})
+    torch.manual_seed(1)
+    other = nn.Linear(4, 2)
+    two_groups = torch.optim.SGD([{"params": [other.weight]}, {"params": [other.bias]}],
+                                 lr=0.5)
+    before = snapshot(other, two_groups)
+    with pytest.raises(ocf.InvalidError, match=r"o\.ocf: .*1 parameter groups, this one 2"):
+        ocf.torch.restore(path, {"model": other, "trainer": {"optimizer": two_groups}})
+    assert snapshot(other, two_groups) == before
+
+
 # -- one dtype policy ----------------------------------------------------------------------
 
 def test_torch_refuses_a_float32_checkpoint_for_a_float16_model_unless_cast(
@@ -166,6 +250,71 @@ def test_numpy_and_jax_follow_the_same_dtype_policy(tmp_path: Path) -> None:
     restored = ocf.jax.restore(path, {"w": jnp.zeros(3, jnp.float16)}, cast=True)
     assert restored["w"].dtype == jnp.float16
     assert restored["w"].tolist() == [0.0, 1.0, 2.0]
+
+
+# -- the strictness check asks the live objects for names, not values ---------------------
+
+class CountedVariable(ocf.Variable):
+    """An ocf.Variable counting the requests for its values (for a GPU tensor, each
+    request would copy it to the host)."""
+
+    def __init__(self, value: object) -> None:
+        super().__init__(value)
+        self.value_requests = 0
+
+    def ocf_tensors(self) -> Mapping[str, np.ndarray]:
+        self.value_requests += 1
+        return super().ocf_tensors()
+
+
+class UnnamedHolder:
+    """A trackable object without ``ocf_tensor_names``: judged by its tensors' keys."""
+
+    def __init__(self, size: int) -> None:
+        self.value = np.zeros(size)
+
+    def ocf_tensors(self) -> Mapping[str, np.ndarray]:
+        return {"value": self.value}
+
+    def ocf_restore_tensors(self, values: Mapping[str, np.ndarray]) -> None:
+        self.value[...] = values["value"]
+
+
+def requests(objects: Iterable[object]) -> list[int]:
+    return [o.value_requests for o in objects if isinstance(o, CountedVariable)]
+
+
+def test_a_strict_restore_and_its_status_ask_no_live_object_for_its_values(
+        tmp_path: Path) -> None:
+    path = ocf.numpy.save(tmp_path / "s.ocf", {"w": np.arange(3.0), "b": np.ones(2)})
+    target = {"w": CountedVariable(np.zeros(3)), "b": CountedVariable(np.zeros(2))}
+    status = ocf.restore(target, path)
+    status.assert_consumed()
+    assert status.unmatched_object_paths() == []
+    assert requests(target.values()) == [0, 0]
+    assert target["w"].value.tolist() == [0.0, 1.0, 2.0]
+    with pytest.raises(ocf.RestoreMismatchError, match="'extra'"):
+        ocf.restore({**target, "extra": CountedVariable(np.zeros(1))}, path)
+
+
+def test_a_strict_restore_by_name_asks_no_live_object_for_its_values(tmp_path: Path) -> None:
+    path = tmp_path / "flat.ocf"
+    ocf.save_file({"w": np.arange(3.0)}, path)
+    target = {"w": CountedVariable(np.zeros(3))}
+    ocf.restore(target, path, name_map=lambda key: key.removesuffix("/.value"))
+    assert requests(target.values()) == [0]
+    assert target["w"].value.tolist() == [0.0, 1.0, 2.0]
+
+
+def test_an_object_that_cannot_name_its_tensors_is_judged_by_their_keys(
+        tmp_path: Path) -> None:
+    path = ocf.numpy.save(tmp_path / "s.ocf", {"w": np.arange(3.0)})
+    with pytest.raises(ocf.RestoreMismatchError, match="1 objects holding tensors have no "
+                       "value in the checkpoint: 'extra'"):
+        ocf.restore({"w": UnnamedHolder(3), "extra": UnnamedHolder(1)}, path)
+    target = {"w": UnnamedHolder(3)}
+    ocf.restore(target, path).assert_consumed()
+    assert target["w"].value.tolist() == [0.0, 1.0, 2.0]
 
 
 # -- the error hierarchy and the status -------------------------------------------------------

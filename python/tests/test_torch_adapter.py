@@ -20,6 +20,7 @@ from torch_models import ConvNet, image_batch, mlp, train, vector_batch
 
 import ocf
 import ocf.torch
+from ocf.objects.saving import collect, collect_names
 
 # -- resuming training ---------------------------------------------------------
 
@@ -308,6 +309,19 @@ def test_a_different_number_of_parameter_groups_is_refused(tmp_path: Path) -> No
                                   {"params": model[2].parameters()}], lr=0.1)
     with pytest.raises(ocf.InvalidError, match="1 parameter groups, this one 2"):
         ocf.torch.restore(path, {"model": model, "optimizer": two_groups})
+
+
+def test_every_torch_object_names_its_tensors_as_its_values_do() -> None:
+    # What a restore's strictness check asks instead of the values (a GPU model would
+    # be copied to the host): the same keys, node by node.
+    model = ConvNet()
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    train(model, optimizer, 1, image_batch)
+    state = {"model": model, "optimizer": optimizer, "rng": torch.Generator().manual_seed(3)}
+    named = collect_names(state)
+    assert [n.attributes for n in named.nodes] == [n.attributes for n in collect(state).nodes]
+    assert "model/norm/running_mean/.value" in {k for n in named.nodes
+                                                 for k in n.attributes.values()}
 
 
 def test_python_number_state_comes_back_as_python_numbers(tmp_path: Path) -> None:
@@ -647,6 +661,30 @@ def test_extra_state_tensors_and_python_values_are_saved_and_handed_back(tmp_pat
                                    "delayed": True, "tag": b"\x01", "unset": None},
                         "shape": [2, 3]}  # tuples come back as lists
     assert history[1:] == [7]
+
+
+def test_a_damaged_extra_state_is_refused_before_any_parameter_changes(tmp_path: Path
+                                                                        ) -> None:
+    # The extra state names a place its value lacks (a damaged or hand-made file): the
+    # restore refuses it while planning, before the parameters found first are copied.
+    torch.manual_seed(0)
+    calibrated = Calibrated()
+    calibrated.extra = {"amax": torch.tensor([1.5, 2.5])}
+    graph = collect({"a": nn.Linear(2, 2), "b": {"c": calibrated}})
+    graph.nodes[graph.paths.index("b/c")].metadata["extra_state_tensors"] = [["nowhere"]]
+    path = tmp_path / "damaged.ocf"
+    with ocf.Writer(path) as writer:
+        for key, value in graph.tensors.items():
+            writer.write(key, value)
+        writer.set_object_graph(graph.nodes)
+    torch.manual_seed(1)
+    fresh = {"a": nn.Linear(2, 2), "b": {"c": Calibrated()}}
+    before = [t.detach().clone() for t in fresh["a"].parameters()]
+    with pytest.raises(ocf.InvalidError, match=r"damaged\.ocf: .*extra state of .*Calibrated "
+                       r"has no place \['nowhere'\] for a tensor"):
+        ocf.torch.restore(path, fresh)
+    assert all(torch.equal(t, b) for t, b in zip(fresh["a"].parameters(), before))
+    assert fresh["b"]["c"].received is None
 
 
 def test_a_tensor_extra_state_comes_back_as_the_tensor(tmp_path: Path) -> None:

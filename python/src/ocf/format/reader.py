@@ -276,6 +276,24 @@ class Reader(Mapping[str, TensorInfo]):
         result: np.ndarray = selection.apply(self._read_region(info, selection.box)).copy()
         return result
 
+    def verify_tensor(self, key: str) -> None:
+        """Check the stored bytes of tensor ``key`` against their checksums, without
+        decoding or keeping them: one chunk in memory at a time, none for a mapped
+        file. For a caller that reads the tensor later and must know now that it can
+        (ocf.objects.read_ahead); nothing to check when the reader does not verify."""
+        info = self[key]
+        if not self.verify:
+            return
+        for block in info.blocks:
+            shard = self._shards[block.shard]
+            if block.compression is Codec.NONE and shard.mappable:
+                self._verify_chunks(info, block, range(block.chunk_count), self._mapped(block))
+                continue
+            for i in range(block.chunk_count):
+                start, end = block.stored_range(i)
+                self.bytes_read += end - start
+                self._check_crc(info, block, i, crc32c(shard.pread(end - start, start)))
+
     def verify_all(self) -> None:
         """Check every chunk of every tensor: checksums, codecs, byte strings, bools."""
         for key in self:

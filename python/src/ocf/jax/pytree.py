@@ -28,7 +28,7 @@ sharding), a NumPy array, or a NumPy scalar.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
 import numpy as np
@@ -75,6 +75,9 @@ class Leaf:
         if isinstance(self.source, np.ndarray | np.generic):
             return "numpy.ndarray"
         return "jax.Array"
+
+    def ocf_tensor_names(self) -> Iterable[str]:
+        return (VALUE,)  # without to_numpy: a device array is not copied to the host
 
     def ocf_tensors(self) -> Mapping[str, np.ndarray]:
         if self.restored is not None:  # not yet rebuilt into the tree
@@ -141,6 +144,9 @@ class ScalarTarget:
         self.view = view
         self.path = path
         self.holder = holder
+
+    def ocf_tensor_names(self) -> Iterable[str]:
+        return (VALUE,)
 
     def ocf_tensors(self) -> Mapping[str, np.ndarray]:
         return {VALUE: np.asarray(self.holder.value)}  # what a restore by name derives keys from

@@ -9,7 +9,7 @@ puts a tree into an :class:`ocf.Checkpoint` next to other objects.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -189,6 +189,10 @@ class TreeState:
     def ocf_tensors(self) -> Mapping[str, np.ndarray]:
         root = self._root()
         return root.ocf_tensors() if isinstance(root, Leaf) else {}
+
+    def ocf_tensor_names(self) -> Iterable[str]:
+        root = self._root()
+        return root.ocf_tensor_names() if isinstance(root, Leaf) else ()
 
     def ocf_restore_tensors(self, values: Mapping[str, np.ndarray]) -> None:
         root = self._root()

@@ -9,7 +9,9 @@ that child (restore-on-create). A slot variable is restored once both its
 optimizer and its variable are matched, whichever comes first.
 
 :class:`RestoreStatus` tells what matched; its assertions name the paths
-that did not.
+that did not. They judge the live side by the names of its tensors
+(:func:`ocf.objects.saving.collect_names`), never asking an object for its
+values.
 
 A restore holds the checkpoint open only while it matches: the first pass,
 and each restore-on-create later, opens it (the first pass uses the reader
@@ -41,7 +43,8 @@ from ocf.format.errors import InvalidError, NotFoundError, OCFError
 from ocf.format.object_graph import ObjectGraph, SlotRef
 from ocf.format.storage.location import StorageOptions
 from ocf.objects.fitting import cast_values, fitted_dtype
-from ocf.objects.saving import collect
+from ocf.objects.read_ahead import ReadAhead
+from ocf.objects.saving import LiveObjects, collect_names
 from ocf.objects.sources import Source, open_source
 from ocf.objects.tracking import Tracked, defer, is_trackable, track
 
@@ -117,32 +120,45 @@ class _Session:
             reader.close()
 
     def _match(self, node: int, obj: object) -> None:
-        """Match breadth-first from ``node``, check every value against its object, and
-        only then hand values over: a mismatch anywhere changes nothing."""
+        """Match breadth-first from ``node``, check every value against its object and
+        read every value, and only then hand values over: a mismatch or an unreadable
+        value anywhere changes nothing."""
         pairs, waits = self._walk(node, obj)
         try:
             casts = [self._checked(n, view) for n, view in pairs]
-            self._judge(pairs)
+            slot_nodes = self._slots_of_pass(pairs)
+            self._judge(slot_nodes)
+            assert self.reader is not None, "values are read during a pass only"
+            ahead = ReadAhead(self.reader, self._keys_of([n for n, _ in pairs] + slot_nodes))
         except BaseException:
             for n, _ in pairs:
                 del self.matched[n]
             raise
         for (n, view), node_casts in zip(pairs, casts):
-            self._restore_values(n, view, node_casts)
+            self._restore_values(n, view, node_casts, ahead)
         for parent, name, child_node in waits:
             defer(parent, name, self._deferred(child_node))
         for n, _ in pairs:
             for slot in self.graph.nodes[n].slots:
-                self._slot(n, slot)
+                self._slot(n, slot, ahead)
             for owner, slot in self.waiting_slots.pop(n, []):
-                self._slot(owner, slot)
+                self._slot(owner, slot, ahead)
 
-    def _judge(self, pairs: list[tuple[int, Tracked]]) -> None:
+    def _slots_of_pass(self, pairs: list[tuple[int, Tracked]]) -> list[int]:
+        """The slot nodes the pass matching ``pairs`` restores: the slots of its objects
+        whose variable is matched, and the slots waiting for its objects."""
+        return [*(slot.slot_node for n, _ in pairs for slot in self.graph.nodes[n].slots
+                  if slot.variable in self.matched),
+                *(slot.slot_node for n, _ in pairs for _, slot in self.waiting_slots.get(n, []))]
+
+    def _keys_of(self, nodes: list[int]) -> list[str]:
+        return [key for n in nodes for key in self.graph.nodes[n].attributes.values()]
+
+    def _judge(self, slot_nodes: list[int]) -> None:
         judge, self.judge = self.judge, None
         if judge is None:
             return
-        self.pending_slots = {slot.slot_node for n, _ in pairs for slot in self.graph.nodes[n].slots
-                              if slot.variable in self.matched}
+        self.pending_slots = set(slot_nodes)
         try:
             judge()
         finally:
@@ -172,13 +188,30 @@ class _Session:
         return pairs, waits
 
     def _checked(self, node: int, view: Tracked) -> dict[str, np.dtype[Any] | None]:
-        """Each stored tensor of ``node`` checked against ``view``: the dtype to cast to."""
-        attributes = self.graph.nodes[node].attributes
-        expected = view.expected_tensors() if attributes else {}
+        """Each stored tensor of ``node`` checked against ``view`` (the dtype to cast to),
+        and its metadata by the object's own check."""
+        stored = self.graph.nodes[node]
+        expected = view.expected_tensors() if stored.attributes else {}
         assert self.reader is not None, "values are checked during a pass only"
-        return {name: fitted_dtype(self.reader.summary(key), expected[name], cast=self.cast,
-                                   key=key, path=self.reader.path)
-                for name, key in attributes.items() if name in expected}
+        casts = {name: fitted_dtype(self.reader.summary(key), expected[name], cast=self.cast,
+                                    key=key, path=self.reader.path)
+                 for name, key in stored.attributes.items() if name in expected}
+        if stored.metadata:
+            with self._naming_file(key=None):
+                view.check_restore_metadata(stored.metadata)
+        return casts
+
+    @contextmanager
+    def _naming_file(self, key: str | None) -> Iterator[None]:
+        """An adapter's error, which knows neither, names the file (and ``key``)."""
+        try:
+            yield
+        except OCFError as exc:
+            if exc.path is not None and (exc.key is not None or key is None):
+                raise
+            assert self.reader is not None
+            raise type(exc)(exc.detail, path=exc.path or self.reader.path,
+                            key=exc.key or key, requirement=exc.requirement) from None
 
     def _deferred(self, node: int) -> Callable[[object], None]:
         def restore_child(child: object) -> None:
@@ -186,33 +219,25 @@ class _Session:
         return restore_child
 
     def _restore_values(self, node: int, view: Tracked,
-                        casts: dict[str, np.dtype[Any] | None]) -> None:
+                        casts: dict[str, np.dtype[Any] | None], ahead: ReadAhead) -> None:
         stored = self.graph.nodes[node]
         if stored.attributes:
-            try:
-                view.restore_tensors(cast_values(self._values(node), casts))
-            except OCFError as exc:  # an adapter's error: say which tensor and file
-                if exc.key is not None and exc.path is not None:
-                    raise
-                assert self.reader is not None
-                raise type(exc)(exc.detail, path=exc.path or self.reader.path,
-                                key=exc.key or next(iter(stored.attributes.values())),
-                                requirement=exc.requirement) from None
+            # An adapter's error: say which tensor and file.
+            with self._naming_file(key=next(iter(stored.attributes.values()))):
+                view.restore_tensors(cast_values(self._values(node, ahead), casts))
         if stored.metadata:
             view.restore_metadata(stored.metadata)
 
-    def _values(self, node: int) -> dict[str, np.ndarray]:
-        assert self.reader is not None, "values are read during a pass only"
-        return {name: self.reader.read_tensor(key)
-                for name, key in self.graph.nodes[node].attributes.items()}
+    def _values(self, node: int, ahead: ReadAhead) -> dict[str, np.ndarray]:
+        return {name: ahead.value(key) for name, key in self.graph.nodes[node].attributes.items()}
 
-    def _slot(self, owner: int, slot: SlotRef) -> None:
+    def _slot(self, owner: int, slot: SlotRef, ahead: ReadAhead) -> None:
         variable = self.matched.get(slot.variable)
         if variable is None:  # wait for the variable to be matched
             self.waiting_slots.setdefault(slot.variable, []).append((owner, slot))
             return
         if track(self.matched[owner]).restore_slot(variable, slot.name,
-                                                   self._values(slot.slot_node)):
+                                                   self._values(slot.slot_node, ahead)):
             self.slots_done.add(slot.slot_node)
 
     def unmatched_nodes(self, *, holding_values: bool = False) -> list[int]:
@@ -271,9 +296,12 @@ class RestoreStatus:
     def unmatched_object_paths(self, *, holding_values: bool = False) -> list[str]:
         """Live objects under the root that received nothing from the checkpoint;
         with ``holding_values``, only those holding tensors."""
-        live = collect(self._root)
+        return self._unmatched_objects(collect_names(self._root), holding_values=holding_values)
+
+    def _unmatched_objects(self, live: LiveObjects, *, holding_values: bool) -> list[str]:
         if self._by_name is not None:
-            return sorted(k for k in live.tensors if k not in self._by_name.restored)
+            return sorted(key for node in live.nodes for key in node.attributes.values()
+                          if key not in self._by_name.restored)
         assert self._session is not None
         matched = {id(o) for o in self._session.matched.values()}
         slot_objects = _restored_slot_objects(live.objects, matched)
@@ -307,8 +335,12 @@ class RestoreStatus:
         got them; objects holding none (an activation layer, a Keras bookkeeping node)
         may stay unmatched on either side. What a restore without ``partial`` checks;
         the error names the unmatched paths of both sides."""
+        return self._assert_values_matched(collect_names(self._root))
+
+    def _assert_values_matched(self, live: LiveObjects) -> RestoreStatus:
+        """assert_values_matched with the live objects as ``live`` has them."""
         checkpoint_paths, checkpoint_count = self._checkpoint_side(holding_values=True)
-        object_paths = self.unmatched_object_paths(holding_values=True)
+        object_paths = self._unmatched_objects(live, holding_values=True)
         unmatched = {"checkpoint objects holding tensors matched no object":
                      (checkpoint_paths, checkpoint_count),
                      "objects holding tensors have no value in the checkpoint":
@@ -371,8 +403,10 @@ def restore(root: object, path: str | os.PathLike[str], *, start: str = "",
     (restore-on-create: a lazy layer built on its first call) need
     ``partial=True``; call ``assert_consumed()`` on the status once they
     exist. Either way every value is checked against its object (shape,
-    dtype; see :mod:`ocf.objects.fitting`) before the first is handed over,
-    so a failed restore leaves the objects as they were. A stored dtype
+    dtype; see :mod:`ocf.objects.fitting`), every object's metadata by the
+    object (``ocf_check_restore_metadata``), and every value read, its
+    checksums verified (:mod:`ocf.objects.read_ahead`), before the first is
+    handed over, so a failed restore leaves the objects as they were. A stored dtype
     other than the object's is an error unless ``cast``.
 
     ``start`` names the checkpoint object to match with ``root`` by its
@@ -437,7 +471,7 @@ def _restore_by_name(root: object, reader: Source, name_map: NameMap | None, str
     """Each live tensor takes the stored tensor its mapped key names; all are checked
     before the first is handed over."""
     try:
-        live = collect(root)
+        live = collect_names(root)
         by_name = _ByName(set(reader.keys()))
         plan: list[tuple[Tracked, dict[str, str], dict[str, np.dtype[Any] | None]]] = []
         for node, obj in zip(live.nodes, live.objects):
@@ -458,9 +492,10 @@ def _restore_by_name(root: object, reader: Source, name_map: NameMap | None, str
                 plan.append((view, keys, casts))
         status = RestoreStatus(root, reader.path, None, by_name)
         if strict:
-            _judge_by_name(status, name_map)
+            _judge_by_name(status, live, name_map)
+        ahead = ReadAhead(reader, [k for _, keys, _ in plan for k in keys.values()])
         for view, keys, casts in plan:
-            values = {attribute: reader.read_tensor(k) for attribute, k in keys.items()}
+            values = {attribute: ahead.value(k) for attribute, k in keys.items()}
             view.restore_tensors(cast_values(values, casts))
     finally:
         reader.close()
@@ -473,9 +508,10 @@ _FLAT_HINT = ("this checkpoint has no object graph (save_file or a Saver wrote i
               "ocf.torch.load_model), or give name_map= to map keys")
 
 
-def _judge_by_name(status: RestoreStatus, name_map: NameMap | None) -> None:
+def _judge_by_name(status: RestoreStatus, live: LiveObjects, name_map: NameMap | None
+                   ) -> None:
     try:
-        status.assert_values_matched()
+        status._assert_values_matched(live)
     except RestoreMismatchError as exc:
         if name_map is not None or exc.path is None:
             raise

@@ -4,7 +4,8 @@
 tracking protocol, breadth-first, giving each distinct object one node (an
 object reachable by several paths is shared, cycles end), then the slot
 variables of optimizers. Every tensor gets the flat key derived from its
-node's canonical path [R-GRAPH-007].
+node's canonical path [R-GRAPH-007]. :func:`collect_names` walks the same
+way but asks no object for its values: what a restore needs of the live side.
 """
 
 from __future__ import annotations
@@ -26,17 +27,49 @@ from ocf.objects.tracking import Tracked, is_trackable, track
 
 
 @dataclass
-class LiveGraph:
-    """The nodes of the live objects under a root, with what they hold."""
+class LiveObjects:
+    """The nodes of the live objects under a root; each node's attributes name the
+    flat keys of its tensors."""
 
     nodes: list[Node]
     objects: list[object]  # the live object of each node
-    tensors: dict[str, np.ndarray]  # flat key -> value
     paths: list[str]
 
 
+@dataclass
+class LiveGraph(LiveObjects):
+    """The live objects with their values: what a save writes."""
+
+    tensors: dict[str, np.ndarray]  # flat key -> value
+
+
 def collect(root: object) -> LiveGraph:
-    """The object graph of everything reachable from ``root``."""
+    """The object graph of everything reachable from ``root``, with its values."""
+    live, views = _walk(root)
+    tensors = _tensors(live, views)
+    for node, view, path in zip(live.nodes, views, live.paths):
+        with _naming(path):
+            node.metadata = dict(view.metadata())
+    return LiveGraph(live.nodes, live.objects, live.paths, tensors)
+
+
+def collect_names(root: object) -> LiveObjects:
+    """The object graph of everything reachable from ``root``, with the keys of its
+    tensors but no values and no metadata: what a restore judges the live side by,
+    without copying a GPU model to the host (``ocf_tensor_names``)."""
+    live, views = _walk(root)
+    for node, view, path in zip(live.nodes, views, live.paths):
+        with _naming(path):
+            names = view.tensor_names()
+        for name in names:
+            _check(name, "attribute name", view.obj)
+            node.attributes[name] = attribute_key(path, name)
+    return live
+
+
+def _walk(root: object) -> tuple[LiveObjects, list[Tracked]]:
+    """The objects reachable from ``root`` as nodes with their edges and slots, and the
+    protocol view of each."""
     ids: dict[int, int] = {}
     objects: list[object] = []
     views: list[Tracked] = []
@@ -68,11 +101,7 @@ def collect(root: object) -> LiveGraph:
             _add_slots(slots_done, views, nodes, ids, node_of)
             slots_done += 1
     paths = [p or "" for p in canonical_paths(nodes)]
-    tensors = _tensors(nodes, views, paths)
-    for node, view, path in zip(nodes, views, paths):
-        with _naming(path):
-            node.metadata = dict(view.metadata())
-    return LiveGraph(nodes, objects, tensors, paths)
+    return LiveObjects(nodes, objects, paths), views
 
 
 @contextmanager
@@ -105,10 +134,9 @@ def _add_slots(owner: int, views: list[Tracked], nodes: list[Node], ids: dict[in
         nodes[owner].slots.append(SlotRef(variable_node, name, node_of(slot)))
 
 
-def _tensors(nodes: list[Node], views: list[Tracked], paths: list[str]
-             ) -> dict[str, np.ndarray]:
+def _tensors(live: LiveObjects, views: list[Tracked]) -> dict[str, np.ndarray]:
     tensors: dict[str, np.ndarray] = {}
-    for node, view, path in zip(nodes, views, paths):
+    for node, view, path in zip(live.nodes, views, live.paths):
         with _naming(path):
             own = view.tensors()
         for name, value in own.items():

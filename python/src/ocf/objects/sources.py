@@ -70,6 +70,10 @@ class Source(Protocol):
     def get_tensor(self, key: str) -> np.ndarray:
         """Tensor ``key``, possibly a read-only view of the file (no copy)."""
 
+    def verify_tensor(self, key: str) -> None:
+        """Raise what reading ``key`` would raise for its stored bytes (a checksum),
+        keeping nothing in memory."""
+
     @property
     def identity(self) -> tuple[int, int]:
         """The length and CRC-32C of the index as opened: equal for every opening of
@@ -110,6 +114,9 @@ class OCFSource:
 
     def get_tensor(self, key: str) -> np.ndarray:
         return self.reader.get_tensor(key)
+
+    def verify_tensor(self, key: str) -> None:
+        self.reader.verify_tensor(key)
 
     @property
     def identity(self) -> tuple[int, int]:

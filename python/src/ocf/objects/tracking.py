@@ -10,6 +10,11 @@ through these methods, all optional, all public:
     Its own values to save, by attribute name (a variable's ``value``).
 ``ocf_restore_tensors(values: Mapping[str, numpy.ndarray]) -> None``
     Take saved values back (only the names the checkpoint has).
+``ocf_tensor_names() -> Iterable[str]``
+    The attribute names ``ocf_tensors`` would give, without the values: what
+    a restore asks when it judges which objects received values (a GPU
+    tensor's ``ocf_tensors`` copies it to the host). Without it, the keys of
+    ``ocf_tensors()`` are taken.
 ``ocf_expected_tensors() -> Mapping[str, tuple[tuple[int, ...], numpy.dtype, str]]``
     The shape and dtype each restored value must have, and a word for the
     target in messages ("Parameter"), by attribute name (names it leaves
@@ -20,6 +25,11 @@ through these methods, all optional, all public:
 ``ocf_metadata() -> Mapping[str, MetadataValue]`` and
 ``ocf_restore_metadata(values) -> None``
     Non-tensor state: hyperparameters, Python scalars, step numbers.
+``ocf_check_restore_metadata(values) -> None``
+    Raise the error ``ocf_restore_metadata(values)`` would raise, changing
+    nothing (an optimizer with another number of parameter groups). A
+    restore calls it for every object before it hands over the first value,
+    so such a refusal leaves every object as it was.
 ``ocf_slots() -> Iterable[tuple[object, str, object]]``
     For optimizers: ``(variable, slot_name, slot)`` for every slot variable
     kept, where ``slot`` is itself trackable (an array or a Variable).
@@ -72,8 +82,9 @@ _SCALARS = (bool, int, float, str, bytes, type(None))
 # whole part, so a value is never saved by one object and restored by another.
 _PARTS: tuple[tuple[str, ...], ...] = (
     ("ocf_type_name",), ("ocf_children",),
-    ("ocf_tensors", "ocf_restore_tensors", "ocf_expected_tensors"),
-    ("ocf_metadata", "ocf_restore_metadata"), ("ocf_slots", "ocf_restore_slot"))
+    ("ocf_tensors", "ocf_restore_tensors", "ocf_expected_tensors", "ocf_tensor_names"),
+    ("ocf_metadata", "ocf_restore_metadata", "ocf_check_restore_metadata"),
+    ("ocf_slots", "ocf_restore_slot"))
 _PART_OF = {method: part for part in _PARTS for method in part}
 
 
@@ -109,6 +120,11 @@ class Tracked:
         tensors: Mapping[str, np.ndarray] = self._call("ocf_tensors", {})
         return tensors
 
+    def tensor_names(self) -> list[str]:
+        """The attribute names of its tensors; their values only when it cannot say."""
+        method = self._method("ocf_tensor_names")
+        return list(self.tensors() if method is None else method())
+
     def restore_tensors(self, values: Mapping[str, np.ndarray]) -> None:
         method = self._method("ocf_restore_tensors")
         if method is not None:
@@ -124,6 +140,12 @@ class Tracked:
 
     def restore_metadata(self, values: Mapping[str, MetadataValue]) -> None:
         method = self._method("ocf_restore_metadata")
+        if method is not None:
+            method(values)
+
+    def check_restore_metadata(self, values: Mapping[str, MetadataValue]) -> None:
+        """Raise what restore_metadata(values) would refuse, changing nothing."""
+        method = self._method("ocf_check_restore_metadata")
         if method is not None:
             method(values)
 
@@ -170,6 +192,9 @@ class _ArrayAdapter:
 
     def ocf_tensors(self) -> Mapping[str, np.ndarray]:
         return {VALUE: self.array}
+
+    def ocf_tensor_names(self) -> Iterable[str]:
+        return (VALUE,)
 
     def ocf_restore_tensors(self, values: Mapping[str, np.ndarray]) -> None:
         if VALUE in values:
@@ -329,6 +354,9 @@ class Variable:
 
     def ocf_tensors(self) -> Mapping[str, np.ndarray]:
         return {VALUE: self.value}
+
+    def ocf_tensor_names(self) -> Iterable[str]:
+        return (VALUE,)
 
     def ocf_restore_tensors(self, values: Mapping[str, np.ndarray]) -> None:
         if VALUE in values:

@@ -99,6 +99,9 @@ class TFSource:
     def get_tensor(self, key: str) -> np.ndarray:
         return self.read_tensor(key)  # a bundle's bytes are read, never mapped
 
+    def verify_tensor(self, key: str) -> None:
+        self.read_tensor(key)  # the bundle reader checks the checksum as it reads
+
     @property
     def identity(self) -> tuple[int, int]:
         return self.bundle.index_identity

@@ -28,7 +28,7 @@ map_location="cpu")`` would; ``set_extra_state`` places them.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,20 +113,33 @@ def _shown(where: Where) -> str:
 def put_together(metadata: Mapping[str, MetadataValue], tensors: Mapping[str, np.ndarray],
                  owner: str) -> Any:
     """The extra state saved as ``metadata`` and ``tensors``, tensors back in place."""
+    def tensor_of(name: str) -> torch.Tensor:
+        if name not in tensors:
+            raise InvalidError(f"the checkpoint's extra state of {owner} lacks its tensor "
+                               f"attribute {name!r}")
+        return from_numpy(tensors[name])
+
+    return _assembled(metadata, tensor_of, owner)
+
+
+def check_places(metadata: Mapping[str, MetadataValue], owner: str) -> None:
+    """Raise what put_together would raise for the places ``metadata`` gives its
+    tensors, before any tensor is read: what a restore checks before it copies."""
+    _assembled(metadata, lambda name: torch.zeros(()), owner)
+
+
+def _assembled(metadata: Mapping[str, MetadataValue], tensor_of: Callable[[str], torch.Tensor],
+               owner: str) -> Any:
     # A copy: the restore's metadata belongs to the checkpoint's object graph.
     value: Any = copy.deepcopy(metadata.get(VALUE))
     places = metadata.get(TENSORS, [])
     if not isinstance(places, list):
         raise InvalidError(f"the checkpoint's {TENSORS} of {owner} is not a list")
     for index, where in enumerate(places):
-        name = attribute(index)
-        if name not in tensors:
-            raise InvalidError(f"the checkpoint's extra state of {owner} lacks its tensor "
-                               f"attribute {name!r}")
+        tensor = tensor_of(attribute(index))
         if not isinstance(where, list) or not all(isinstance(k, (str, int)) for k in where):
             raise InvalidError(f"the checkpoint's {TENSORS} of {owner} has {where!r}, not a "
                                "list of keys and positions")
-        tensor = from_numpy(tensors[name])
         value = tensor if not where else _put(value, where, tensor, owner)
     return value
 

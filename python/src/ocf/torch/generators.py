@@ -9,7 +9,7 @@ are the ones an uninterrupted run would draw:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
@@ -28,6 +28,9 @@ class GeneratorNode:
 
     def ocf_tensors(self) -> Mapping[str, np.ndarray]:
         return {VALUE: to_numpy(self.generator.get_state())}
+
+    def ocf_tensor_names(self) -> Iterable[str]:
+        return (VALUE,)
 
     def ocf_restore_tensors(self, values: Mapping[str, np.ndarray]) -> None:
         if VALUE in values:

@@ -34,7 +34,7 @@ registration hooks, installed the first time a module is tracked.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -68,6 +68,9 @@ class TensorNode:
 
     def ocf_tensors(self) -> Mapping[str, np.ndarray]:
         return {VALUE: to_numpy(self.tensor)}
+
+    def ocf_tensor_names(self) -> Iterable[str]:
+        return (VALUE,)  # without to_numpy: a GPU tensor is not copied to the host
 
     def ocf_restore_tensors(self, values: Mapping[str, np.ndarray]) -> None:
         if VALUE in values:
@@ -147,11 +150,18 @@ class ModuleNode:
     def ocf_tensors(self) -> Mapping[str, np.ndarray]:
         return self._extra_state().tensors
 
+    def ocf_tensor_names(self) -> Iterable[str]:
+        return self._extra_state().tensors.keys()
+
     def ocf_metadata(self) -> Mapping[str, MetadataValue]:
         return self._extra_state().metadata
 
     def ocf_restore_tensors(self, values: Mapping[str, np.ndarray]) -> None:
         self._restored = values  # restoring.py hands over tensors before metadata
+
+    def ocf_check_restore_metadata(self, values: Mapping[str, MetadataValue]) -> None:
+        if extra_state.VALUE in values and extra_state.restores(self.module):
+            extra_state.check_places(values, self.ocf_type_name)
 
     def ocf_restore_metadata(self, values: Mapping[str, MetadataValue]) -> None:
         if extra_state.VALUE in values and extra_state.restores(self.module):

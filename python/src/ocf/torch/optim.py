@@ -123,7 +123,15 @@ class OptimizerNode:
 
     # -- restoring ------------------------------------------------------------
 
+    def ocf_check_restore_metadata(self, values: Mapping[str, MetadataValue]) -> None:
+        saved = values.get(GROUPS)
+        groups = self.optimizer.param_groups
+        if isinstance(saved, list) and len(saved) != len(groups):
+            raise InvalidError(f"the checkpoint's {self.ocf_type_name} has {len(saved)} parameter "
+                               f"groups, this one {len(groups)}; they are matched by position")
+
     def ocf_restore_metadata(self, values: Mapping[str, MetadataValue]) -> None:
+        self.ocf_check_restore_metadata(values)
         python = values.get(PYTHON_STATE)
         if isinstance(python, dict):
             _RESTORED_TYPES[self.optimizer] = {
@@ -132,11 +140,7 @@ class OptimizerNode:
         saved = values.get(GROUPS)
         if not isinstance(saved, list):
             return
-        groups = self.optimizer.param_groups
-        if len(saved) != len(groups):
-            raise InvalidError(f"the checkpoint's {self.ocf_type_name} has {len(saved)} parameter "
-                               f"groups, this one {len(groups)}; they are matched by position")
-        for group, hyperparameters in zip(groups, saved):
+        for group, hyperparameters in zip(self.optimizer.param_groups, saved):
             if isinstance(hyperparameters, dict):
                 for key, value in hyperparameters.items():
                     if key != "params":
