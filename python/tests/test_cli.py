@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,8 @@ import numpy as np
 import pytest
 
 import ocf
+from ocf.format.checksum import crc32c
+from ocf.v1 import index_pb2
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -201,3 +204,23 @@ def test_inspect_and_verify_read_a_file_written_by_the_safetensors_package(
     broken = run("verify", str(path))
     assert broken.returncode == 1
     assert broken.stderr.startswith(("MALFORMED: ", "INVALID: "))
+
+
+def test_verify_checks_the_object_graph_before_any_tensor_byte(tmp_path: Path) -> None:
+    # A full verification [R-VERIFY-001]: a graph with an edge to a missing node is
+    # INVALID, reported before the wrong CRC of the only tensor.
+    path = tmp_path / "g.ocf"
+    ocf.save_file({"w": np.zeros(2, np.float32)}, path)
+    blob = bytearray(path.read_bytes())
+    offset, length = struct.unpack_from("<QQ", blob, len(blob) - 32)
+    index = index_pb2.Index()
+    index.ParseFromString(bytes(blob[offset:offset + length]))
+    index.object_graph.nodes.add().children.add(name="x", node_id=5)
+    index.blocks.chunk_crcs[0] ^= 1
+    data = index.SerializeToString(deterministic=True)
+    footer = struct.pack("<QQIHH8s", offset, len(data), crc32c(data), 1, 1, b"\x89OCFEND\n")
+    path.write_bytes(bytes(blob[:offset]) + data + footer)
+    done = run("verify", str(path))
+    assert done.returncode != 0
+    assert "INVALID" in done.stderr, done.stderr
+    assert "R-GRAPH-002" in done.stderr, done.stderr

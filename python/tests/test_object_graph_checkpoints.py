@@ -20,7 +20,7 @@ from graph_examples import (
 from helpers import build_file, scalar_checkpoint
 
 import ocf
-from ocf.format.errors import InvalidError
+from ocf.format.errors import InvalidError, LimitExceededError
 from ocf.format.object_graph import (
     Node,
 )
@@ -87,6 +87,41 @@ def test_writer_refuses_an_invalid_graph_and_leaves_no_file(tmp_path: Path) -> N
         writer.commit()
     assert caught.value.requirement == "R-GRAPH-004"
     assert list(tmp_path.iterdir()) == []
+
+
+def _maps(levels: int, leaf: object) -> object:
+    """``leaf`` inside ``levels`` nested maps: at metadata level ``levels``."""
+    for _ in range(levels):
+        leaf = {"k": leaf}
+    return leaf
+
+
+def test_writer_refuses_an_empty_map_at_level_32_of_node_metadata(tmp_path: Path) -> None:
+    # Allowed by R-META-002, but protobuf level 101 in a node (spec/objects.md, "Limits"):
+    # no reader could parse the index, so the writer refuses it and leaves no file.
+    writer = ocf.Writer(tmp_path / "deep.ocf")
+    writer.write("x", np.zeros(1, np.float32))
+    writer.set_object_graph([Node(attributes={"value": "x"},
+                                  metadata={"deep": _maps(32, {})})])
+    with pytest.raises(LimitExceededError) as caught:
+        writer.commit()
+    assert caught.value.requirement == "R-FILE-007"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_writer_keeps_what_a_reader_parses_at_level_32(tmp_path: Path) -> None:
+    # The same empty map in Index.metadata (protobuf level 99), and a scalar at level 32
+    # of node metadata (level 100), are valid and come back.
+    path = tmp_path / "deep.ocf"
+    with ocf.Writer(path, metadata={"deep": _maps(32, {})}) as writer:
+        writer.write("x", np.zeros(1, np.float32))
+        writer.set_object_graph([Node(attributes={"value": "x"},
+                                      metadata={"deep": _maps(32, 7)})])
+    with ocf.open(path) as reader:
+        assert reader.metadata == {"deep": _maps(32, {})}
+        graph_read = reader.object_graph
+        assert graph_read is not None
+        assert graph_read.nodes[0].metadata == {"deep": _maps(32, 7)}
 
 
 def test_writer_refuses_an_unreachable_node_in_directory_layout(tmp_path: Path) -> None:

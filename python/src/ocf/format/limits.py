@@ -14,6 +14,8 @@ MAX_RANK = 32
 MAX_SLICES_PER_TENSOR = 4096
 MAX_CHUNKS_PER_BLOCK = 1 << 24
 MAX_METADATA_DEPTH = 32
+# Protobuf nesting of the index below Index (level 0) that readers parse [R-FILE-007].
+MAX_PROTOBUF_NESTING = 100
 # Nodes of an object graph [R-LIMIT-002].
 MAX_NODES = 1 << 24
 # The product of a tensor's non-zero dimensions [R-TENSOR-003]: with item sizes

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from ocf.format.errors import InvalidError, LimitExceededError
 from ocf.format.limits import MAX_NODES
-from ocf.format.metadata import MetadataValue, decode_map, encode_map
+from ocf.format.metadata import NODE_METADATA_LEVEL, MetadataValue, decode_map, encode_map
 from ocf.v1 import object_graph_pb2
 
 SLOT_COMPONENT = ".slot"
@@ -254,4 +254,4 @@ def encode_graph(nodes: Sequence[Node], out: object_graph_pb2.ObjectGraph) -> No
         for slot in node.slots:
             stored.slot_variables.add(original_variable_node_id=slot.variable,
                                       slot_name=slot.name, slot_variable_node_id=slot.slot_node)
-        encode_map(node.metadata, stored.metadata)
+        encode_map(node.metadata, stored.metadata, NODE_METADATA_LEVEL)

@@ -295,7 +295,10 @@ class Reader(Mapping[str, TensorInfo]):
                 self._check_crc(info, block, i, crc32c(shard.pread(end - start, start)))
 
     def verify_all(self) -> None:
-        """Check every chunk of every tensor: checksums, codecs, byte strings, bools."""
+        """A full verification, after what opening checked [R-VERIFY-001]: the object
+        graph (if any), then every chunk of every tensor in table order: checksums,
+        codecs, byte strings, bools."""
+        _ = self.object_graph  # checked once, before any tensor byte is read
         for key in self:
             self.read_tensor(key)
 
