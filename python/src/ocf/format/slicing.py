@@ -25,13 +25,18 @@ _MAX_RUNS = 1 << 16
 
 def boxes_tile(boxes: Sequence[Box], shape: tuple[int, ...]) -> bool:
     """True when the boxes lie in ``shape``, are disjoint and cover it exactly."""
+    return boxes_fill(boxes, shape) and _disjoint(boxes)
+
+
+def boxes_fill(boxes: Sequence[Box], shape: tuple[int, ...]) -> bool:
+    """True when the boxes lie in ``shape`` and their volumes add up to its volume: for
+    boxes known to be disjoint, that they tile it."""
     inside = all(
         len(b) == len(e) == len(shape) and all(x >= 0 and y >= 1 and x + y <= d
                                                for x, y, d in zip(b, e, shape))
         for b, e in boxes
     )
-    volume = sum(prod(e) for _, e in boxes)
-    return inside and volume == prod(shape) and _disjoint(boxes)
+    return inside and sum(prod(e) for _, e in boxes) == prod(shape)
 
 
 def boxes_disjoint(boxes: Sequence[Box]) -> bool:
@@ -54,6 +59,8 @@ def _disjoint(boxes: Sequence[Box]) -> bool:
     hi = lo + np.array([e for _, e in boxes], dtype=np.int64)
     if lo.shape[1] == 0:
         return False  # two boxes of a scalar are the same element
+    if _cells_of_one_grid(lo, hi):
+        return len(np.unique(lo, axis=0)) == len(lo)
     axis = max(range(lo.shape[1]), key=lambda d: len(np.unique(lo[:, d])))
     order = np.argsort(lo[:, axis], kind="stable")
     lo, hi = lo[order], hi[order]
@@ -63,6 +70,19 @@ def _disjoint(boxes: Sequence[Box]) -> bool:
         if stop > i + 1 and ((lo[i + 1 : stop] < hi[i]) & (lo[i] < hi[i + 1 : stop])).all(
             axis=1
         ).any():
+            return False
+    return True
+
+
+def _cells_of_one_grid(lo: np.ndarray, hi: np.ndarray) -> bool:
+    """Whether every box is one cell of the grid drawn by all boxes' edges: then two boxes
+    meet only when they are the same cell, that is start at the same corner. Tiles and
+    the boxes of regular partitions are; the sweep handles the rest."""
+    for d in range(lo.shape[1]):
+        lines = np.union1d(lo[:, d], hi[:, d])
+        after = np.searchsorted(lines, lo[:, d], side="right")
+        if (after >= len(lines)).any() or (lines[np.minimum(after, len(lines) - 1)]
+                                           != hi[:, d]).any():
             return False
     return True
 

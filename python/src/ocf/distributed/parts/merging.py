@@ -28,7 +28,7 @@ from ocf.format.index.encoding import fill_tables
 from ocf.format.index.model import Block, Slice, TensorInfo
 from ocf.format.limits import MAX_INDEX_BYTES, MAX_SLICES_PER_TENSOR
 from ocf.format.object_graph import decode_graph
-from ocf.format.slicing import Box, boxes_disjoint, boxes_tile
+from ocf.format.slicing import Box, boxes_disjoint, boxes_fill
 from ocf.format.storage.backend import backend_of
 from ocf.format.storage.location import Location, StorageOptions, locate
 from ocf.v1 import index_pb2
@@ -218,7 +218,7 @@ def _check_slices(key: str, entry: _Entry, directory: Location) -> None:
     if not boxes_disjoint(boxes):
         raise InvalidError(f"slices written by parts {entry.parts} overlap", path=directory,
                            key=key, requirement="R-PART-005")
-    if not boxes_tile(boxes, entry.info.shape):
+    if not boxes_fill(boxes, entry.info.shape):  # disjoint: filling is tiling
         covered = sum(prod(extent) for _, extent in boxes)
         raise InvalidError(f"slices written by parts {entry.parts} cover {covered} of the "
                            f"{prod(entry.info.shape)} elements of global shape "
