@@ -1,0 +1,207 @@
+#include "checkpoint.h"
+
+#include <cstring>
+#include <string_view>
+
+#include "chunks.h"
+#include "container.h"
+#include "crc32c.h"
+#include "errors.h"
+#include "graph.h"
+#include "index_checks.h"
+
+namespace ocf {
+namespace {
+
+constexpr int kCodecZstd = 2;
+constexpr int kDtypeBool = 1;
+constexpr int kDtypeBytes = 18;
+constexpr unsigned char kPreambleMagic[8] = {0x89, 'O', 'C', 'F', 0x0D, 0x0A, 0x1A, 0x0A};
+
+uint64_t ReadU64(const std::string& bytes, uint64_t at) {
+  uint64_t value = 0;
+  for (int i = 7; i >= 0; --i) value = value << 8 | static_cast<unsigned char>(bytes[at + i]);
+  return value;
+}
+
+// Calls run(global element, box element, count) for each run of elements
+// that a box of a tensor of `shape` holds contiguously in both C orders:
+// one run per position of the box's dimensions but the last.
+template <typename Run>
+void ForEachRun(const std::vector<uint64_t>& shape, const uint64_t* start, const uint64_t* extent, Run run) {
+  const size_t rank = shape.size();
+  if (rank == 0) {
+    run(0, 0, 1);
+    return;
+  }
+  std::vector<uint64_t> position(rank - 1, 0);  // within the box, outer dimensions
+  const uint64_t length = extent[rank - 1];
+  uint64_t box_element = 0;
+  while (true) {
+    uint64_t global = 0;
+    for (size_t d = 0; d + 1 < rank; ++d) global = global * shape[d] + start[d] + position[d];
+    global = global * shape[rank - 1] + start[rank - 1];
+    run(global, box_element, length);
+    box_element += length;
+    size_t d = rank - 1;  // advance the outer dimensions like an odometer
+    while (true) {
+      if (d == 0) return;
+      --d;
+      if (++position[d] < extent[d]) break;
+      position[d] = 0;
+    }
+  }
+}
+
+// The elements of a DTYPE_BYTES block of `count` elements, checking that
+// its length table adds up exactly [R-DTYPE-003].
+std::vector<std::string_view> SplitByteStrings(const std::string& raw, uint64_t count, const std::string& what) {
+  // T18 guaranteed raw.size() >= 8 * count.
+  uint64_t remaining = raw.size() - 8 * count;
+  std::vector<std::string_view> elements(count);
+  uint64_t payload_at = 8 * count;
+  for (uint64_t e = 0; e < count; ++e) {
+    uint64_t length = ReadU64(raw, 8 * e);
+    if (length > remaining) {
+      Fail(Category::kInvalid, "R-DTYPE-003", what + ": the byte-string lengths exceed the payload");
+    }
+    remaining -= length;
+    elements[e] = std::string_view(raw).substr(payload_at, length);
+    payload_at += length;
+  }
+  if (remaining != 0) {
+    Fail(Category::kInvalid, "R-DTYPE-003", what + ": the byte-string lengths fall short of the payload");
+  }
+  return elements;
+}
+
+std::string JoinByteStrings(const std::vector<std::string_view>& elements) {
+  std::string canonical;
+  for (std::string_view element : elements) {
+    uint64_t length = element.size();
+    for (int i = 0; i < 8; ++i) canonical += static_cast<char>((length >> (8 * i)) & 0xFF);
+  }
+  for (std::string_view element : elements) canonical.append(element);
+  return canonical;
+}
+
+}  // namespace
+
+std::unique_ptr<Checkpoint> Checkpoint::Open(const std::string& path) {
+  std::unique_ptr<Checkpoint> checkpoint(new Checkpoint());
+  checkpoint->index_file_ = OpenIndexFile(path, &checkpoint->directory_);        // step 1
+  checkpoint->index_offset_ = ReadIndex(checkpoint->index_file_, &checkpoint->index_);  // 2 to 9
+  checkpoint->CheckIndex();                                                       // 10 to 15, graph
+  checkpoint->OpenShards();                                                       // 16
+  return checkpoint;
+}
+
+void Checkpoint::CheckIndex() {
+  CheckIndexContent(index_, index_offset_, &tensors_, &blocks_);
+  // The adapter uses the graph, so it checks it at open, after step 15
+  // ([R-GRAPH-001]; presence is field presence).
+  if (index_.has_object_graph()) CheckGraph(index_);
+}
+
+void Checkpoint::OpenShards() {
+  shard_files_.resize(index_.shards_size());
+  for (int s = 0; s < index_.shards_size(); ++s) {
+    const v1::Shard& shard = index_.shards(s);
+    if (shard.path().empty()) continue;
+    File file = OpenShardFile(directory_, shard.path());
+    if (file.size() != shard.length()) {
+      Fail(Category::kMalformed, "R-SHARD-002",
+           file.name() + ": " + std::to_string(file.size()) + " bytes, the index records " +
+               std::to_string(shard.length()));
+    }
+    if (std::memcmp(file.Read(0, 8).data(), kPreambleMagic, 8) != 0) {
+      Fail(Category::kMalformed, "R-SHARD-002", file.name() + ": no OCF preamble magic");
+    }
+    shard_files_[s] = std::move(file);
+  }
+}
+
+std::string Checkpoint::ReadBlock(uint64_t j) const {
+  const v1::BlockTable& table = index_.blocks();
+  const BlockLayout& block = blocks_[j];
+  const TensorLayout& tensor = tensors_[block.tensor];
+  const uint32_t shard = table.shards(j);
+  const File& file = index_.shards(shard).path().empty() ? index_file_ : shard_files_[shard];
+  const uint64_t raw_length = table.raw_lengths(j), chunk_size = table.chunk_sizes(j);
+  const bool zstd = table.codecs(j) == kCodecZstd;
+  std::string name = "tensor '" + key(block.tensor) + "'";
+  if (index_.tensors().slice_counts(block.tensor) > 0) name += ", slice " + std::to_string(j - tensor.first_block);
+  std::string raw;
+  raw.reserve(raw_length);
+  uint64_t stored_at = table.offsets(j);
+  for (uint64_t c = 0; c < block.chunk_count; ++c) {
+    const uint64_t chunk_raw = chunk_size == 0 ? raw_length : std::min(chunk_size, raw_length - c * chunk_size);
+    const uint64_t chunk_stored = zstd ? table.chunk_stored_lengths(block.first_zstd_length + c) : chunk_raw;
+    const std::string stored = file.Read(stored_at, chunk_stored);
+    stored_at += chunk_stored;
+    const std::string what = file.name() + ": " + name + ", chunk " + std::to_string(c);
+    const uint32_t expected = table.chunk_crcs(block.first_crc + c);
+    const uint32_t actual = Crc32c(stored.data(), stored.size());
+    if (actual != expected) {
+      Fail(Category::kIntegrity, "R-CRC-001",
+           what + " has CRC-32C " + std::to_string(actual) + ", the index says " + std::to_string(expected));
+    }
+    if (!zstd) {
+      raw += stored;
+      continue;
+    }
+    std::string decoded = DecodeZstdFrame(stored, chunk_raw, what);
+    if (table.byte_shuffles(j)) decoded = Unshuffle(decoded, ItemSize(dtype(block.tensor)));
+    raw += decoded;
+  }
+  return raw;
+}
+
+std::string Checkpoint::CanonicalBytes(size_t i) const {
+  const TensorLayout& tensor = tensors_[i];
+  std::vector<std::string> raws;                                   // step 17
+  for (uint64_t s = 0; s < tensor.block_count; ++s) raws.push_back(ReadBlock(tensor.first_block + s));
+  const std::string what = "tensor '" + key(i) + "'";
+  std::string canonical;                                           // step 18
+  if (dtype(i) == kDtypeBytes) {
+    std::vector<std::vector<std::string_view>> per_block;
+    for (uint64_t s = 0; s < tensor.block_count; ++s) {
+      per_block.push_back(SplitByteStrings(raws[s], blocks_[tensor.first_block + s].element_count, what));
+    }
+    if (index_.tensors().slice_counts(i) == 0) return raws[0];
+    std::vector<std::string_view> elements(static_cast<uint64_t>(tensor.element_count));
+    for (uint64_t s = 0; s < tensor.block_count; ++s) {
+      const uint64_t at = blocks_[tensor.first_block + s].first_box_value;
+      ForEachRun(tensor.shape, index_.blocks().slice_starts().data() + at,
+                 index_.blocks().slice_extents().data() + at,
+                 [&](uint64_t global, uint64_t local, uint64_t count) {
+                   for (uint64_t e = 0; e < count; ++e) elements[global + e] = per_block[s][local + e];
+                 });
+    }
+    return JoinByteStrings(elements);
+  }
+  if (index_.tensors().slice_counts(i) == 0) {
+    canonical = std::move(raws[0]);
+  } else {
+    const uint64_t item = ItemSize(dtype(i));
+    canonical.assign(static_cast<uint64_t>(tensor.element_count) * item, '\0');
+    for (uint64_t s = 0; s < tensor.block_count; ++s) {
+      const uint64_t at = blocks_[tensor.first_block + s].first_box_value;
+      ForEachRun(tensor.shape, index_.blocks().slice_starts().data() + at,
+                 index_.blocks().slice_extents().data() + at,
+                 [&](uint64_t global, uint64_t local, uint64_t count) {
+                   std::memcpy(&canonical[global * item], raws[s].data() + local * item, count * item);
+                 });
+    }
+  }
+  if (dtype(i) == kDtypeBool) {
+    for (char byte : canonical) {
+      if (static_cast<unsigned char>(byte) > 1) {
+        Fail(Category::kInvalid, "R-DTYPE-002", what + ": a bool element is neither 00 nor 01");
+      }
+    }
+  }
+  return canonical;
+}
+
+}  // namespace ocf
