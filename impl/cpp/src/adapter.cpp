@@ -8,6 +8,9 @@
 #include "errors.h"
 #include "json.h"
 #include "meaning.h"
+#include "merge.h"
+#include "source.h"
+#include "writer.h"
 
 namespace {
 
@@ -16,12 +19,29 @@ constexpr const char* kVersion = "0.1.0";
 
 std::string Hello(const std::string& id) {
   return "{\"id\": " + id + ", \"result\": \"hello\", \"name\": \"" + kName + "\", \"version\": \"" + kVersion +
-         "\", \"protocol\": 1, \"ops\": [\"read\"], \"features\": []}";
+         "\", \"protocol\": 1, \"ops\": [\"read\", \"write\", \"merge\"], \"features\": []}";
 }
 
 std::string Read(const std::string& id, const ocf::Json& request) {
   std::unique_ptr<ocf::Checkpoint> checkpoint = ocf::Checkpoint::Open(request.StringAt("path"));
   return "{\"id\": " + id + ", \"result\": \"ok\", " + ocf::DescribeMeaning(*checkpoint) + "}";
+}
+
+std::string Write(const std::string& id, const ocf::Json& request) {
+  const std::string& layout = request.StringAt("layout");
+  if (layout != "file" && layout != "directory") throw std::runtime_error("unknown layout '" + layout + "'");
+  ocf::WriteCheckpoint(ocf::ReadSource(request.StringAt("source")), request.StringAt("output"),
+                       layout == "file" ? ocf::Layout::kFile : ocf::Layout::kDirectory);
+  return "{\"id\": " + id + ", \"result\": \"ok\"}";
+}
+
+std::string Merge(const std::string& id, const ocf::Json& request) {
+  const ocf::Json* parts = request.Find("parts");
+  if (parts == nullptr || parts->kind != ocf::Json::Kind::kNumber) throw std::runtime_error("no 'parts' count");
+  unsigned long count = std::stoul(parts->text);
+  if (count < 1 || count > 65536) throw std::runtime_error("'parts' outside [1, 65536]");
+  ocf::MergeParts(request.StringAt("path"), request.StringAt("save_id"), static_cast<uint32_t>(count));
+  return "{\"id\": " + id + ", \"result\": \"ok\"}";
 }
 
 // The answer to one request line, or "" for bye.
@@ -38,6 +58,8 @@ std::string Answer(const std::string& line, bool* bye) {
     }
     if (op == "hello") return Hello(id);
     if (op == "read") return Read(id, request);
+    if (op == "write") return Write(id, request);
+    if (op == "merge") return Merge(id, request);
     return "{\"id\": " + id + ", \"result\": \"skipped\", \"reason\": " +
            ocf::Quote("ocf-cpp does not implement the op '" + op + "'") + "}";
   } catch (const ocf::FormatError& error) {

@@ -16,7 +16,6 @@ namespace {
 constexpr int kCodecZstd = 2;
 constexpr int kDtypeBool = 1;
 constexpr int kDtypeBytes = 18;
-constexpr unsigned char kPreambleMagic[8] = {0x89, 'O', 'C', 'F', 0x0D, 0x0A, 0x1A, 0x0A};
 
 uint64_t ReadU64(const std::string& bytes, uint64_t at) {
   uint64_t value = 0;
@@ -103,23 +102,7 @@ void Checkpoint::CheckIndex() {
   if (index_.has_object_graph()) CheckGraph(index_);
 }
 
-void Checkpoint::OpenShards() {
-  shard_files_.resize(index_.shards_size());
-  for (int s = 0; s < index_.shards_size(); ++s) {
-    const v1::Shard& shard = index_.shards(s);
-    if (shard.path().empty()) continue;
-    File file = OpenShardFile(directory_, shard.path());
-    if (file.size() != shard.length()) {
-      Fail(Category::kMalformed, "R-SHARD-002",
-           file.name() + ": " + std::to_string(file.size()) + " bytes, the index records " +
-               std::to_string(shard.length()));
-    }
-    if (std::memcmp(file.Read(0, 8).data(), kPreambleMagic, 8) != 0) {
-      Fail(Category::kMalformed, "R-SHARD-002", file.name() + ": no OCF preamble magic");
-    }
-    shard_files_[s] = std::move(file);
-  }
-}
+void Checkpoint::OpenShards() { shard_files_ = OpenShardFiles(index_, directory_); }
 
 std::string Checkpoint::ReadBlock(uint64_t j) const {
   const v1::BlockTable& table = index_.blocks();

@@ -85,6 +85,10 @@ bool IndexStringsAreUtf8(const v1::Index& index) {
 
 }  // namespace
 
+bool HasPreambleMagic(const File& file) {
+  return std::memcmp(file.Read(0, 8).data(), kPreambleMagic, 8) == 0;
+}
+
 bool IsValidUtf8(const std::string& text) {
   const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
   size_t size = text.size();
@@ -124,7 +128,7 @@ uint64_t ReadIndex(const File& file, v1::Index* index) {
          file.name() + ": " + std::to_string(size) +
              " bytes, shorter than the 96 of a preamble and a footer");
   }
-  if (std::memcmp(file.Read(0, 8).data(), kPreambleMagic, 8) != 0) {
+  if (!HasPreambleMagic(file)) {
     Fail(Category::kMalformed, "R-FILE-002", file.name() + ": no OCF preamble magic");
   }
   const std::string footer = file.Read(size - kFooterSize, kFooterSize);

@@ -13,6 +13,9 @@ namespace ocf {
 // end of the index file's data region.
 uint64_t ReadIndex(const File& file, v1::Index* index);
 
+// True when the file's first 8 bytes are the preamble magic [R-FILE-002].
+bool HasPreambleMagic(const File& file);
+
 // True when `text` is well-formed UTF-8 (RFC 3629: no overlong forms, no
 // surrogates, nothing above U+10FFFF).
 bool IsValidUtf8(const std::string& text);

@@ -107,13 +107,13 @@ File OpenIndexFile(const std::string& path, std::string* directory) {
   return File(fd, name, size);
 }
 
-File OpenShardFile(const std::string& directory, const std::string& name) {
+File OpenFileInDirectory(const std::string& directory, const std::string& name,
+                         const std::string& requirement) {
   std::string full = directory + "/" + name;
   uint64_t size = 0;
   int fd = OpenRegular(full, O_NOFOLLOW, &size);
   if (fd < 0) {
-    Fail(Category::kNotFound, "R-SHARD-002",
-         full + ": the index lists this shard, and no regular file has its name");
+    Fail(Category::kNotFound, requirement, full + ": no regular file has this name");
   }
   return File(fd, full, size);
 }

@@ -38,7 +38,9 @@ class File {
 File OpenIndexFile(const std::string& path, std::string* directory);
 
 // The regular file `name` in `directory`, not followed through a symbolic
-// link; NOT_FOUND when there is no such regular file [R-SHARD-002].
-File OpenShardFile(const std::string& directory, const std::string& name);
+// link; NOT_FOUND, citing `requirement`, when there is no such regular
+// file (a shard [R-SHARD-002], a part index [R-PART-004]).
+File OpenFileInDirectory(const std::string& directory, const std::string& name,
+                         const std::string& requirement);
 
 }  // namespace ocf

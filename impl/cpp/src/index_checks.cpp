@@ -5,6 +5,7 @@
 #include <string_view>
 #include <unordered_set>
 
+#include "container.h"
 #include "errors.h"
 
 namespace ocf {
@@ -32,13 +33,13 @@ std::string Block(uint64_t j) { return "block " + std::to_string(j); }
 
 // --- steps 10 to 13: features and shards ---------------------------------
 
-void CheckRequiredFeatures(const v1::Index& index) {
-  // This reader implements formats 1.0 and 1.1, which define no feature
-  // names, so every listed name is unknown [R-FEAT-001] [R-FEAT-002].
-  const auto& names = index.header().required_features();
-  if (!names.empty()) {
+void CheckRequiredFeatures(const v1::Index& index, IndexKind kind) {
+  // Formats 1.0 and 1.1 define no feature names for checkpoints, so a
+  // reader knows none [R-FEAT-001] [R-FEAT-002]; a merge knows "part".
+  for (const std::string& name : index.header().required_features()) {
+    if (kind == IndexKind::kPart && name == "part") continue;
     Fail(Category::kUnknownRequiredFeature, "R-FEAT-001",
-         "the index requires feature '" + names.Get(0) + "', which this reader does not implement");
+         "the index requires feature '" + name + "', which this implementation does not implement");
   }
 }
 
@@ -232,7 +233,8 @@ bool BoxesShareAnElement(const uint64_t* start_a, const uint64_t* extent_a,
 // T13, all of it for one tensor before the next; fills the element count
 // of every block and the position of every box.
 void CheckSlices(const v1::Index& index, const std::vector<TensorLayout>& tensors,
-                 std::vector<BlockLayout>* blocks) {
+                 std::vector<BlockLayout>* blocks, IndexKind kind) {
+  const bool must_tile = kind == IndexKind::kCheckpoint;
   const uint64_t* starts = index.blocks().slice_starts().data();
   const uint64_t* extents = index.blocks().slice_extents().data();
   uint64_t box_at = 0;
@@ -244,7 +246,7 @@ void CheckSlices(const v1::Index& index, const std::vector<TensorLayout>& tensor
       (*blocks)[tensor.first_block].element_count = static_cast<uint64_t>(tensor.element_count);
       continue;
     }
-    if (tensor.element_count == 0) {
+    if (must_tile && tensor.element_count == 0) {
       Fail(Category::kInvalid, "R-SLICE-002", Tensor(index, i) + " has no elements and must be stored whole");
     }
     u128 covered = 0;
@@ -272,7 +274,7 @@ void CheckSlices(const v1::Index& index, const std::vector<TensorLayout>& tensor
         }
       }
     }
-    if (covered != tensor.element_count) {
+    if (must_tile && covered != tensor.element_count) {
       Fail(Category::kInvalid, "R-SLICE-002", Tensor(index, i) + ": the slices do not cover the shape");
     }
     box_at += uint64_t(slices) * rank;
@@ -462,8 +464,9 @@ void CheckMetadataDepth(const google::protobuf::Map<std::string, v1::Value>& met
 }
 
 void CheckIndexContent(const v1::Index& index, uint64_t index_offset,
-                       std::vector<TensorLayout>* tensors, std::vector<BlockLayout>* blocks) {
-  CheckRequiredFeatures(index);                           // step 10
+                       std::vector<TensorLayout>* tensors, std::vector<BlockLayout>* blocks,
+                       IndexKind kind) {
+  CheckRequiredFeatures(index, kind);                     // step 10
   CheckShards(index);                                     // steps 11 to 13
   CheckTensorColumns(index);                              // T1 to T10
   *tensors = LayOutTensors(index);
@@ -472,12 +475,32 @@ void CheckIndexContent(const v1::Index& index, uint64_t index_offset,
   for (size_t i = 0; i < tensors->size(); ++i) {
     for (uint64_t s = 0; s < (*tensors)[i].block_count; ++s) (*blocks)[(*tensors)[i].first_block + s].tensor = i;
   }
-  CheckSlices(index, *tensors, blocks);                   // T13
+  CheckSlices(index, *tensors, blocks, kind);             // T13
   CheckBlockPlacement(index, index_offset);               // T14 to T16
   CheckBlockSizes(index, *blocks);                        // T17 to T22
   CheckChunks(index, blocks);                             // T23 to T27
   CheckOverlaps(index);                                   // T28
   CheckMetadataDepth(index.metadata(), "Index.metadata"); // step 15
+}
+
+
+std::vector<File> OpenShardFiles(const v1::Index& index, const std::string& directory) {
+  std::vector<File> files(index.shards_size());
+  for (int s = 0; s < index.shards_size(); ++s) {
+    const v1::Shard& shard = index.shards(s);
+    if (shard.path().empty()) continue;
+    File file = OpenFileInDirectory(directory, shard.path(), "R-SHARD-002");
+    if (file.size() != shard.length()) {
+      Fail(Category::kMalformed, "R-SHARD-002",
+           file.name() + ": " + std::to_string(file.size()) + " bytes, the index records " +
+               std::to_string(shard.length()));
+    }
+    if (!HasPreambleMagic(file)) {
+      Fail(Category::kMalformed, "R-SHARD-002", file.name() + ": no OCF preamble magic");
+    }
+    files[s] = std::move(file);
+  }
+  return files;
 }
 
 }  // namespace ocf

@@ -11,11 +11,23 @@
 
 namespace ocf {
 
+// Which index the checks are for: a checkpoint's, or a part index that a
+// merge reads (spec/parts.md [R-PART-001]: the feature name "part" is
+// implemented, and the boxes of a sliced tensor need not cover its shape).
+enum class IndexKind { kCheckpoint, kPart };
+
 // Runs steps 10 to 15 in order; on success fills where every tensor's and
 // block's values are. `index_offset` ends the index file's data region.
 void CheckIndexContent(const v1::Index& index, uint64_t index_offset,
                        std::vector<TensorLayout>* tensors,
-                       std::vector<BlockLayout>* blocks);
+                       std::vector<BlockLayout>* blocks,
+                       IndexKind kind = IndexKind::kCheckpoint);
+
+// Step 16 for every external shard of `index`, in order: the regular file
+// exists in `directory` (NOT_FOUND), has the recorded length and begins
+// with the preamble magic (MALFORMED). Returns the open files by shard
+// number (the index file's own slot stays closed).
+std::vector<File> OpenShardFiles(const v1::Index& index, const std::string& directory);
 
 // [R-META-002]: LIMIT_EXCEEDED when a value of `metadata` (whose values are
 // at level 0) lies above level 32. `where` names the map in messages.
