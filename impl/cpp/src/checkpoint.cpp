@@ -6,6 +6,7 @@
 #include "chunks.h"
 #include "container.h"
 #include "crc32c.h"
+#include "dtypes.h"
 #include "errors.h"
 #include "graph.h"
 #include "index_checks.h"
@@ -13,15 +14,6 @@
 namespace ocf {
 namespace {
 
-constexpr int kCodecZstd = 2;
-constexpr int kDtypeBool = 1;
-constexpr int kDtypeBytes = 18;
-
-uint64_t ReadU64(const std::string& bytes, uint64_t at) {
-  uint64_t value = 0;
-  for (int i = 7; i >= 0; --i) value = value << 8 | static_cast<unsigned char>(bytes[at + i]);
-  return value;
-}
 
 // Calls run(global element, box element, count) for each run of elements
 // that a box of a tensor of `shape` holds contiguously in both C orders:
@@ -50,28 +42,6 @@ void ForEachRun(const std::vector<uint64_t>& shape, const uint64_t* start, const
       position[d] = 0;
     }
   }
-}
-
-// The elements of a DTYPE_BYTES block of `count` elements, checking that
-// its length table adds up exactly [R-DTYPE-003].
-std::vector<std::string_view> SplitByteStrings(const std::string& raw, uint64_t count, const std::string& what) {
-  // T18 guaranteed raw.size() >= 8 * count.
-  uint64_t remaining = raw.size() - 8 * count;
-  std::vector<std::string_view> elements(count);
-  uint64_t payload_at = 8 * count;
-  for (uint64_t e = 0; e < count; ++e) {
-    uint64_t length = ReadU64(raw, 8 * e);
-    if (length > remaining) {
-      Fail(Category::kInvalid, "R-DTYPE-003", what + ": the byte-string lengths exceed the payload");
-    }
-    remaining -= length;
-    elements[e] = std::string_view(raw).substr(payload_at, length);
-    payload_at += length;
-  }
-  if (remaining != 0) {
-    Fail(Category::kInvalid, "R-DTYPE-003", what + ": the byte-string lengths fall short of the payload");
-  }
-  return elements;
 }
 
 std::string JoinByteStrings(const std::vector<std::string_view>& elements) {
@@ -111,7 +81,7 @@ std::string Checkpoint::ReadBlock(uint64_t j) const {
   const uint32_t shard = table.shards(j);
   const File& file = index_.shards(shard).path().empty() ? index_file_ : shard_files_[shard];
   const uint64_t raw_length = table.raw_lengths(j), chunk_size = table.chunk_sizes(j);
-  const bool zstd = table.codecs(j) == kCodecZstd;
+  const bool zstd = table.codecs(j) == v1::CODEC_ZSTD;
   std::string name = "tensor '" + key(block.tensor) + "'";
   if (index_.tensors().slice_counts(block.tensor) > 0) name += ", slice " + std::to_string(j - tensor.first_block);
   std::string raw;
@@ -146,7 +116,7 @@ std::string Checkpoint::CanonicalBytes(size_t i) const {
   for (uint64_t s = 0; s < tensor.block_count; ++s) raws.push_back(ReadBlock(tensor.first_block + s));
   const std::string what = "tensor '" + key(i) + "'";
   std::string canonical;                                           // step 18
-  if (dtype(i) == kDtypeBytes) {
+  if (dtype(i) == v1::DTYPE_BYTES) {
     std::vector<std::vector<std::string_view>> per_block;
     for (uint64_t s = 0; s < tensor.block_count; ++s) {
       per_block.push_back(SplitByteStrings(raws[s], blocks_[tensor.first_block + s].element_count, what));
@@ -177,7 +147,7 @@ std::string Checkpoint::CanonicalBytes(size_t i) const {
                  });
     }
   }
-  if (dtype(i) == kDtypeBool) {
+  if (dtype(i) == v1::DTYPE_BOOL) {
     for (char byte : canonical) {
       if (static_cast<unsigned char>(byte) > 1) {
         Fail(Category::kInvalid, "R-DTYPE-002", what + ": a bool element is neither 00 nor 01");

@@ -13,7 +13,6 @@ constexpr unsigned char kPreambleMagic[8] = {0x89, 'O', 'C', 'F', 0x0D, 0x0A, 0x
 constexpr unsigned char kFooterMagic[8] = {0x89, 'O', 'C', 'F', 'E', 'N', 'D', 0x0A};
 constexpr uint64_t kPreambleSize = 64;
 constexpr uint64_t kFooterSize = 32;
-constexpr uint64_t kMaxIndexLength = 268435456;  // 256 MiB [R-LIMIT-001]
 
 uint64_t LittleEndian(const std::string& bytes, size_t at, int width) {
   uint64_t value = 0;

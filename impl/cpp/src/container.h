@@ -9,6 +9,9 @@
 
 namespace ocf {
 
+// The largest index an index file may hold: 256 MiB [R-LIMIT-001].
+constexpr uint64_t kMaxIndexLength = 268435456;
+
 // Parses the index of `file` into `index` and returns `index_offset`, the
 // end of the index file's data region.
 uint64_t ReadIndex(const File& file, v1::Index* index);

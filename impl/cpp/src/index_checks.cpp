@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "container.h"
+#include "dtypes.h"
 #include "errors.h"
 
 namespace ocf {
@@ -21,9 +22,6 @@ constexpr u128 kMaxElements = u128(1) << 58;
 constexpr uint32_t kMaxSlices = 4096;
 constexpr uint64_t kMaxChunks = uint64_t(1) << 24;
 constexpr int kMaxMetadataLevel = 32;
-constexpr int kCodecNone = 1;
-constexpr int kCodecZstd = 2;
-constexpr int kDtypeBytes = 18;
 
 std::string Tensor(const v1::Index& index, uint64_t i) {
   return "tensor " + std::to_string(i) + " ('" + index.tensors().keys(i) + "')";
@@ -144,7 +142,7 @@ void CheckTensorColumns(const v1::Index& index) {
   }
   for (uint64_t i = 0; i < n; ++i) {                                       // T7
     int dtype = table.dtypes(i);
-    if (dtype < 1 || dtype > kDtypeBytes) {
+    if (dtype < 1 || dtype > v1::DTYPE_BYTES) {
       Fail(Category::kInvalid, "R-TENSOR-002", Tensor(index, i) + " has the undefined dtype " + std::to_string(dtype));
     }
   }
@@ -219,17 +217,6 @@ void CheckBlockColumnLengths(const v1::Index& index, const std::vector<TensorLay
   }
 }
 
-bool BoxesShareAnElement(const uint64_t* start_a, const uint64_t* extent_a,
-                         const uint64_t* start_b, const uint64_t* extent_b, size_t rank) {
-  for (size_t d = 0; d < rank; ++d) {
-    if (!(u128(start_a[d]) < u128(start_b[d]) + extent_b[d] &&
-          u128(start_b[d]) < u128(start_a[d]) + extent_a[d])) {
-      return false;
-    }
-  }
-  return true;
-}
-
 // T13, all of it for one tensor before the next; fills the element count
 // of every block and the position of every box.
 void CheckSlices(const v1::Index& index, const std::vector<TensorLayout>& tensors,
@@ -268,7 +255,7 @@ void CheckSlices(const v1::Index& index, const std::vector<TensorLayout>& tensor
     for (uint32_t a = 0; a < slices; ++a) {
       for (uint32_t b = a + 1; b < slices; ++b) {
         const uint64_t at_a = box_at + uint64_t(a) * rank, at_b = box_at + uint64_t(b) * rank;
-        if (BoxesShareAnElement(starts + at_a, extents + at_a, starts + at_b, extents + at_b, rank)) {
+        if (BoxesOverlap(starts + at_a, extents + at_a, starts + at_b, extents + at_b, rank)) {
           Fail(Category::kInvalid, "R-SLICE-002",
                Tensor(index, i) + ": slices " + std::to_string(a) + " and " + std::to_string(b) + " overlap");
         }
@@ -322,19 +309,19 @@ void CheckBlockSizes(const v1::Index& index, const std::vector<BlockLayout>& lay
     }
   }
   for (uint64_t j = 0; j < m; ++j) {                                       // T18
-    if (index.tensors().dtypes(layout[j].tensor) == kDtypeBytes &&
+    if (index.tensors().dtypes(layout[j].tensor) == v1::DTYPE_BYTES &&
         blocks.raw_lengths(j) < u128(layout[j].element_count) * 8) {
       Fail(Category::kInvalid, "R-DTYPE-003", Block(j) + ": raw length is shorter than its length table");
     }
   }
   for (uint64_t j = 0; j < m; ++j) {                                       // T19
     int codec = blocks.codecs(j);
-    if (codec != kCodecNone && codec != kCodecZstd) {
+    if (codec != v1::CODEC_NONE && codec != v1::CODEC_ZSTD) {
       Fail(Category::kInvalid, "R-CHUNK-003", Block(j) + " has the undefined codec " + std::to_string(codec));
     }
   }
   for (uint64_t j = 0; j < m; ++j) {                                       // T20
-    if (blocks.codecs(j) == kCodecNone &&
+    if (blocks.codecs(j) == v1::CODEC_NONE &&
         (blocks.stored_lengths(j) != blocks.raw_lengths(j) || blocks.byte_shuffles(j))) {
       Fail(Category::kInvalid, "R-CHUNK-003",
            Block(j) + ": CODEC_NONE needs stored length = raw length and no byte shuffle");
@@ -376,7 +363,7 @@ void CheckChunks(const v1::Index& index, std::vector<BlockLayout>* layout) {
     block.first_crc = crcs;
     block.first_zstd_length = zstd_lengths;
     crcs += block.chunk_count;
-    if (blocks.codecs(j) == kCodecZstd) zstd_lengths += block.chunk_count;
+    if (blocks.codecs(j) == v1::CODEC_ZSTD) zstd_lengths += block.chunk_count;
   }
   if (uint64_t(blocks.chunk_crcs_size()) != crcs) {                        // T24
     Fail(Category::kInvalid, "R-CHUNK-002",
@@ -389,7 +376,7 @@ void CheckChunks(const v1::Index& index, std::vector<BlockLayout>* layout) {
              " values, the CODEC_ZSTD blocks have " + std::to_string(zstd_lengths) + " chunks");
   }
   for (uint64_t j = 0; j < m; ++j) {                                       // T26
-    if (blocks.codecs(j) != kCodecZstd) continue;
+    if (blocks.codecs(j) != v1::CODEC_ZSTD) continue;
     const BlockLayout& block = (*layout)[j];
     u128 sum = 0;
     for (uint64_t c = 0; c < block.chunk_count; ++c) {
@@ -404,7 +391,7 @@ void CheckChunks(const v1::Index& index, std::vector<BlockLayout>* layout) {
     }
   }
   for (uint64_t j = 0; j < m; ++j) {                                       // T27
-    if (blocks.codecs(j) != kCodecZstd) continue;
+    if (blocks.codecs(j) != v1::CODEC_ZSTD) continue;
     const BlockLayout& block = (*layout)[j];
     uint64_t raw = blocks.raw_lengths(j), size = blocks.chunk_sizes(j);
     for (uint64_t c = 0; c < block.chunk_count; ++c) {
@@ -453,9 +440,15 @@ void CheckValueDepth(const v1::Value& value, int level, const std::string& where
 
 }  // namespace
 
-uint64_t ItemSize(int dtype) {
-  static const uint64_t kSizes[] = {0, 1, 1, 2, 4, 8, 1, 2, 4, 8, 2, 2, 4, 8, 8, 16, 1, 1, 0};
-  return dtype >= 0 && dtype <= kDtypeBytes ? kSizes[dtype] : 0;
+bool BoxesOverlap(const uint64_t* start_a, const uint64_t* extent_a, const uint64_t* start_b,
+                  const uint64_t* extent_b, size_t rank) {
+  for (size_t d = 0; d < rank; ++d) {
+    if (!(u128(start_a[d]) < u128(start_b[d]) + extent_b[d] &&
+          u128(start_b[d]) < u128(start_a[d]) + extent_a[d])) {
+      return false;
+    }
+  }
+  return true;
 }
 
 void CheckMetadataDepth(const google::protobuf::Map<std::string, v1::Value>& metadata,

@@ -3,17 +3,13 @@
 #include <cmath>
 #include <cstdio>
 
+#include "dtypes.h"
 #include "graph.h"
 #include "json.h"
 #include "sha256.h"
 
 namespace ocf {
 namespace {
-
-const char* const kDtypeNames[] = {
-    "unspecified", "bool",    "int8",      "int16",     "int32",         "int64",       "uint8",
-    "uint16",      "uint32",  "uint64",    "float16",   "bfloat16",      "float32",     "float64",
-    "complex64",   "complex128", "float8_e4m3fn", "float8_e5m2", "bytes"};
 
 std::string Base64(const std::string& bytes) {
   static const char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -82,7 +78,7 @@ std::string DescribeTensors(const Checkpoint& checkpoint) {
     std::string shape = "[";
     for (uint64_t dim : checkpoint.tensor(i).shape) shape += (shape.size() > 1 ? ", " : "") + std::to_string(dim);
     if (i > 0) out += ", ";
-    out += Quote(checkpoint.key(i)) + ": {\"dtype\": \"" + kDtypeNames[checkpoint.dtype(i)] +
+    out += Quote(checkpoint.key(i)) + ": {\"dtype\": \"" + DtypeName(checkpoint.dtype(i)) +
            "\", \"shape\": " + shape + "], \"sha256\": \"" + digest + "\"}";
   }
   return out + "}";

@@ -17,9 +17,7 @@ namespace ocf {
 namespace {
 
 using u128 = unsigned __int128;
-constexpr uint64_t kMaxIndexLength = 268435456;
 constexpr uint64_t kMaxSlices = 4096;
-constexpr int kCodecZstd = 2;
 
 struct Part {
   v1::Index index;
@@ -92,17 +90,6 @@ const uint64_t* Box(const Part& part, uint64_t block, bool extents) {
   return column.data() + part.blocks[block].first_box_value;
 }
 
-bool BoxesShareAnElement(const Part& a, uint64_t block_a, const Part& b, uint64_t block_b, size_t rank) {
-  const uint64_t *start_a = Box(a, block_a, false), *extent_a = Box(a, block_a, true);
-  const uint64_t *start_b = Box(b, block_b, false), *extent_b = Box(b, block_b, true);
-  for (size_t d = 0; d < rank; ++d) {
-    if (!(u128(start_a[d]) < u128(start_b[d]) + extent_b[d] && u128(start_b[d]) < u128(start_a[d]) + extent_a[d])) {
-      return false;
-    }
-  }
-  return true;
-}
-
 // M4 for one key, given every part that holds it: stored whole in one
 // part only, with one dtype and one shape in all.
 void CheckKeyAgreement(const std::vector<Part>& parts, const std::string& key, const std::vector<Holder>& holders) {
@@ -138,7 +125,9 @@ void CheckKeyTiling(const std::vector<Part>& parts, const std::string& key, cons
   u128 covered = 0;
   for (size_t a = 0; a < slices.size(); ++a) {
     for (size_t b = a + 1; b < slices.size(); ++b) {
-      if (BoxesShareAnElement(parts[slices[a].first], slices[a].second, parts[slices[b].first], slices[b].second, rank)) {
+      const Part &part_a = parts[slices[a].first], &part_b = parts[slices[b].first];
+      if (BoxesOverlap(Box(part_a, slices[a].second, false), Box(part_a, slices[a].second, true),
+                       Box(part_b, slices[b].second, false), Box(part_b, slices[b].second, true), rank)) {
         Fail(Category::kInvalid, "R-PART-005", "'" + key + "': boxes of the parts overlap");
       }
     }
@@ -160,7 +149,7 @@ void AppendBlock(const Part& part, uint64_t j, uint32_t shard_base, v1::BlockTab
   out->add_byte_shuffles(in.byte_shuffles(j));
   out->add_chunk_sizes(in.chunk_sizes(j));
   for (uint64_t c = 0; c < block.chunk_count; ++c) out->add_chunk_crcs(in.chunk_crcs(block.first_crc + c));
-  if (in.codecs(j) == kCodecZstd) {
+  if (in.codecs(j) == v1::CODEC_ZSTD) {
     for (uint64_t c = 0; c < block.chunk_count; ++c) {
       out->add_chunk_stored_lengths(in.chunk_stored_lengths(block.first_zstd_length + c));
     }

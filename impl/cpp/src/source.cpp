@@ -7,13 +7,10 @@
 #include <iterator>
 #include <stdexcept>
 
+#include "dtypes.h"
+
 namespace ocf {
 namespace {
-
-const char* const kDtypeNames[] = {
-    "unspecified", "bool",   "int8",      "int16",      "int32",         "int64",      "uint8",
-    "uint16",      "uint32", "uint64",    "float16",    "bfloat16",      "float32",    "float64",
-    "complex64",   "complex128", "float8_e4m3fn", "float8_e5m2", "bytes"};
 
 [[noreturn]] void BadSource(const std::string& what) { throw std::runtime_error("source.json: " + what); }
 
@@ -118,10 +115,9 @@ void ReadTypedMap(const Json& object, google::protobuf::Map<std::string, v1::Val
 }
 
 int DtypeNumber(const std::string& name) {
-  for (int number = 1; number <= 18; ++number) {
-    if (name == kDtypeNames[number]) return number;
-  }
-  BadSource("unknown dtype '" + name + "'");
+  int dtype = DtypeFromName(name);
+  if (dtype == 0) BadSource("unknown dtype '" + name + "'");
+  return dtype;
 }
 
 void ReadGraph(const Json& graph, v1::ObjectGraph* out) {

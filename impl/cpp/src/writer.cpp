@@ -9,6 +9,7 @@
 #include "checkpoint.h"
 #include "commit.h"
 #include "crc32c.h"
+#include "dtypes.h"
 #include "errors.h"
 #include "graph.h"
 #include "index_checks.h"
@@ -17,7 +18,6 @@ namespace ocf {
 namespace {
 
 constexpr uint64_t kAlignment = 64;
-constexpr int kCodecNone = 1;
 
 // Lays the tensors out in one data region from file offset 64 on, each
 // block at the next multiple of 64, and fills the tensor and block tables.
@@ -36,7 +36,7 @@ std::string PackBlocks(const Source& source, v1::Index* index) {
     blocks->add_offsets(kAlignment + data.size());
     blocks->add_stored_lengths(tensor.bytes.size());
     blocks->add_raw_lengths(tensor.bytes.size());
-    blocks->add_codecs(static_cast<v1::Codec>(kCodecNone));
+    blocks->add_codecs(v1::CODEC_NONE);
     blocks->add_byte_shuffles(false);
     blocks->add_chunk_sizes(0);  // one chunk, none when the block is empty
     if (!tensor.bytes.empty()) blocks->add_chunk_crcs(Crc32c(tensor.bytes.data(), tensor.bytes.size()));
@@ -55,16 +55,7 @@ void CheckBeforeWriting(const Source& source, const v1::Index& index, uint64_t i
   if (index.has_object_graph()) CheckGraph(index);
   for (size_t i = 0; i < source.tensors.size(); ++i) {
     const SourceTensor& tensor = source.tensors[i];
-    if (tensor.dtype != 18) continue;  // fixed sizes were checked by [R-TENSOR-005]
-    uint64_t count = blocks[i].element_count;
-    uint64_t remaining = tensor.bytes.size() - 8 * count;
-    for (uint64_t e = 0; e < count; ++e) {
-      uint64_t length = 0;
-      for (int k = 7; k >= 0; --k) length = length << 8 | static_cast<unsigned char>(tensor.bytes[8 * e + k]);
-      if (length > remaining) Fail(Category::kInvalid, "R-DTYPE-003", "'" + tensor.key + "': bad length table");
-      remaining -= length;
-    }
-    if (remaining != 0) Fail(Category::kInvalid, "R-DTYPE-003", "'" + tensor.key + "': bad length table");
+    if (tensor.dtype == v1::DTYPE_BYTES) SplitByteStrings(tensor.bytes, blocks[i].element_count, "'" + tensor.key + "'");
   }
 }
 
