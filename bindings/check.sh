@@ -11,7 +11,7 @@ python="${1:-python3}"
 out="$root/native/build/bindings"
 example="$root/spec/examples/minimal.ocf"
 
-make --no-print-directory -s -C "$here"
+make --no-print-directory -s -j"$(nproc)" -C "$here"
 expected="$(grep -v '^#' "$here/appendix_a.expected")"
 status=0
 check() {  # check NAME COMMAND...

@@ -27,7 +27,7 @@ echo "== import contracts (the layers import only downward)"
 echo "== bindings: C++, Java, TypeScript and Python decode spec/format.md Appendix A"
 bash bindings/check.sh "$py"
 echo "== impl/cpp: build the C++ implementation, run the conformance suite on it"
-make --no-print-directory -s -C impl/cpp
+make --no-print-directory -s -j"$(nproc)" -C impl/cpp
 "$root/.venv/bin/ocf" conformance --impl impl/cpp/build/ocf-cpp-adapter
 echo "== pytest"
 status=0
