@@ -46,8 +46,9 @@ std::string PackBlocks(const Source& source, v1::Index* index) {
   return data;
 }
 
-// What a reader checks of the index alone, and the byte-string tables,
-// so that the writer never commits a checkpoint a reader would refuse.
+// What a reader checks of the index alone, the byte-string tables and the
+// bool bytes, so that the writer never commits a checkpoint a reader would
+// refuse.
 void CheckBeforeWriting(const Source& source, const v1::Index& index, uint64_t index_offset) {
   std::vector<TensorLayout> tensors;
   std::vector<BlockLayout> blocks;
@@ -56,6 +57,9 @@ void CheckBeforeWriting(const Source& source, const v1::Index& index, uint64_t i
   for (size_t i = 0; i < source.tensors.size(); ++i) {
     const SourceTensor& tensor = source.tensors[i];
     if (tensor.dtype == v1::DTYPE_BYTES) SplitByteStrings(tensor.bytes, blocks[i].element_count, "'" + tensor.key + "'");
+    if (tensor.dtype == v1::DTYPE_BOOL && tensor.bytes.find_first_not_of(std::string("\0\1", 2)) != std::string::npos) {
+      Fail(Category::kInvalid, "R-DTYPE-002", "'" + tensor.key + "': a bool element is neither 00 nor 01");
+    }
   }
 }
 
