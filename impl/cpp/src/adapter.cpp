@@ -1,5 +1,6 @@
 // The conformance adapter of the C++ implementation: JSON lines on stdin
 // and stdout as conformance/protocol.md (version 1) defines them.
+#include <charconv>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -38,9 +39,12 @@ std::string Write(const std::string& id, const ocf::Json& request) {
 std::string Merge(const std::string& id, const ocf::Json& request) {
   const ocf::Json* parts = request.Find("parts");
   if (parts == nullptr || parts->kind != ocf::Json::Kind::kNumber) throw std::runtime_error("no 'parts' count");
-  unsigned long count = std::stoul(parts->text);
-  if (count < 1 || count > 65536) throw std::runtime_error("'parts' outside [1, 65536]");
-  ocf::MergeParts(request.StringAt("path"), request.StringAt("save_id"), static_cast<uint32_t>(count));
+  // A count that is not an integer, or does not fit, is out of range for
+  // the merge, which refuses it (M0).
+  int64_t count = -1;
+  auto [end, error] = std::from_chars(parts->text.data(), parts->text.data() + parts->text.size(), count);
+  if (error != std::errc() || end != parts->text.data() + parts->text.size()) count = -1;
+  ocf::MergeParts(request.StringAt("path"), request.StringAt("save_id"), count);
   return "{\"id\": " + id + ", \"result\": \"ok\"}";
 }
 

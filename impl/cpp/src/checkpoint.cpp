@@ -58,21 +58,16 @@ std::string JoinByteStrings(const std::vector<std::string_view>& elements) {
 
 std::unique_ptr<Checkpoint> Checkpoint::Open(const std::string& path) {
   std::unique_ptr<Checkpoint> checkpoint(new Checkpoint());
-  checkpoint->index_file_ = OpenIndexFile(path, &checkpoint->directory_);        // step 1
-  checkpoint->index_offset_ = ReadIndex(checkpoint->index_file_, &checkpoint->index_);  // 2 to 9
-  checkpoint->CheckIndex();                                                       // 10 to 15, graph
-  checkpoint->OpenShards();                                                       // 16
+  Checkpoint& c = *checkpoint;
+  c.index_file_ = OpenIndexFile(path, &c.directory_, &c.index_name_);          // step 1
+  c.index_offset_ = ReadIndex(c.index_file_, &c.index_);                       // steps 2 to 9
+  CheckIndexContent(c.index_, c.index_offset_, &c.tensors_, &c.blocks_);       // steps 10 to 15
+  c.shard_files_ = OpenShardFiles(c.index_, c.directory_, c.index_name_);      // step 16
+  // The adapter uses the graph, so it checks it now, before any tensor
+  // byte ([R-GRAPH-001]; presence is field presence).
+  if (c.index_.has_object_graph()) CheckGraph(c.index_);
   return checkpoint;
 }
-
-void Checkpoint::CheckIndex() {
-  CheckIndexContent(index_, index_offset_, &tensors_, &blocks_);
-  // The adapter uses the graph, so it checks it at open, after step 15
-  // ([R-GRAPH-001]; presence is field presence).
-  if (index_.has_object_graph()) CheckGraph(index_);
-}
-
-void Checkpoint::OpenShards() { shard_files_ = OpenShardFiles(index_, directory_); }
 
 std::string Checkpoint::ReadBlock(uint64_t j) const {
   const v1::BlockTable& table = index_.blocks();
@@ -112,49 +107,42 @@ std::string Checkpoint::ReadBlock(uint64_t j) const {
 
 std::string Checkpoint::CanonicalBytes(size_t i) const {
   const TensorLayout& tensor = tensors_[i];
-  std::vector<std::string> raws;                                   // step 17
-  for (uint64_t s = 0; s < tensor.block_count; ++s) raws.push_back(ReadBlock(tensor.first_block + s));
+  const bool sliced = index_.tensors().slice_counts(i) > 0;
   const std::string what = "tensor '" + key(i) + "'";
-  std::string canonical;                                           // step 18
+  std::vector<std::string> raws;
+  std::vector<std::vector<std::string_view>> byte_strings;  // per block, for DTYPE_BYTES
+  for (uint64_t s = 0; s < tensor.block_count; ++s) {
+    const uint64_t j = tensor.first_block + s;
+    raws.push_back(ReadBlock(j));                                              // step 17
+    const std::string block = sliced ? what + ", slice " + std::to_string(s) : what;
+    if (dtype(i) == v1::DTYPE_BYTES) {                                         // step 18
+      byte_strings.push_back(SplitByteStrings(raws.back(), blocks_[j].element_count, block));
+    } else if (dtype(i) == v1::DTYPE_BOOL &&
+               raws.back().find_first_not_of(std::string("\0\1", 2)) != std::string::npos) {
+      Fail(Category::kInvalid, "R-DTYPE-002", block + ": a bool element is neither 00 nor 01");
+    }
+  }
+  if (!sliced) return raws[0];
+  std::vector<std::string_view> elements;
+  std::string canonical;
+  const uint64_t item = ItemSize(dtype(i));
   if (dtype(i) == v1::DTYPE_BYTES) {
-    std::vector<std::vector<std::string_view>> per_block;
-    for (uint64_t s = 0; s < tensor.block_count; ++s) {
-      per_block.push_back(SplitByteStrings(raws[s], blocks_[tensor.first_block + s].element_count, what));
-    }
-    if (index_.tensors().slice_counts(i) == 0) return raws[0];
-    std::vector<std::string_view> elements(static_cast<uint64_t>(tensor.element_count));
-    for (uint64_t s = 0; s < tensor.block_count; ++s) {
-      const uint64_t at = blocks_[tensor.first_block + s].first_box_value;
-      ForEachRun(tensor.shape, index_.blocks().slice_starts().data() + at,
-                 index_.blocks().slice_extents().data() + at,
-                 [&](uint64_t global, uint64_t local, uint64_t count) {
-                   for (uint64_t e = 0; e < count; ++e) elements[global + e] = per_block[s][local + e];
-                 });
-    }
-    return JoinByteStrings(elements);
-  }
-  if (index_.tensors().slice_counts(i) == 0) {
-    canonical = std::move(raws[0]);
+    elements.resize(static_cast<uint64_t>(tensor.element_count));
   } else {
-    const uint64_t item = ItemSize(dtype(i));
     canonical.assign(static_cast<uint64_t>(tensor.element_count) * item, '\0');
-    for (uint64_t s = 0; s < tensor.block_count; ++s) {
-      const uint64_t at = blocks_[tensor.first_block + s].first_box_value;
-      ForEachRun(tensor.shape, index_.blocks().slice_starts().data() + at,
-                 index_.blocks().slice_extents().data() + at,
-                 [&](uint64_t global, uint64_t local, uint64_t count) {
+  }
+  for (uint64_t s = 0; s < tensor.block_count; ++s) {
+    const uint64_t at = blocks_[tensor.first_block + s].first_box_value;
+    ForEachRun(tensor.shape, index_.blocks().slice_starts().data() + at, index_.blocks().slice_extents().data() + at,
+               [&](uint64_t global, uint64_t local, uint64_t count) {
+                 if (dtype(i) == v1::DTYPE_BYTES) {
+                   for (uint64_t e = 0; e < count; ++e) elements[global + e] = byte_strings[s][local + e];
+                 } else {
                    std::memcpy(&canonical[global * item], raws[s].data() + local * item, count * item);
-                 });
-    }
+                 }
+               });
   }
-  if (dtype(i) == v1::DTYPE_BOOL) {
-    for (char byte : canonical) {
-      if (static_cast<unsigned char>(byte) > 1) {
-        Fail(Category::kInvalid, "R-DTYPE-002", what + ": a bool element is neither 00 nor 01");
-      }
-    }
-  }
-  return canonical;
+  return dtype(i) == v1::DTYPE_BYTES ? JoinByteStrings(elements) : canonical;
 }
 
 }  // namespace ocf

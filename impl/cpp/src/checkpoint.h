@@ -1,7 +1,8 @@
 // An opened OCF checkpoint: the index file and shards checked as
-// spec/format.md, "Reader's order of checks", steps 1 to 16 say, the object
-// graph checked as spec/objects.md, "Order of checks", says, and every
-// tensor readable in full (steps 17 and 18).
+// spec/format.md, "Reader's order of checks", steps 1 to 16 say, then the
+// object graph as spec/objects.md, "Order of checks", says (the order of a
+// full verification, [R-VERIFY-001]), and every tensor readable in full
+// (steps 17 and 18).
 #pragma once
 
 #include <cstdint>
@@ -47,17 +48,17 @@ class Checkpoint {
 
   // The tensor's canonical bytes (conformance/protocol.md, "Tensors"):
   // reads every chunk of every block, verifying checksums and decoding, and
-  // checks byte-string tables and bool bytes (steps 17 and 18).
+  // checks each block's byte-string table or bool bytes before the next
+  // block (steps 17 and 18).
   std::string CanonicalBytes(size_t tensor) const;
 
  private:
   Checkpoint() = default;
-  void CheckIndex();
-  void OpenShards();
   std::string ReadBlock(uint64_t block) const;
 
   File index_file_;
   std::string directory_;
+  std::string index_name_;  // the index file's name in directory_
   uint64_t index_offset_ = 0;
   v1::Index index_;
   std::vector<TensorLayout> tensors_;

@@ -81,7 +81,7 @@ std::string File::Read(uint64_t offset, uint64_t length) const {
   return bytes;
 }
 
-File OpenIndexFile(const std::string& path, std::string* directory) {
+File OpenIndexFile(const std::string& path, std::string* directory, std::string* index_name) {
   struct stat info {};
   if (::stat(path.c_str(), &info) != 0) {
     if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP) {
@@ -92,11 +92,13 @@ File OpenIndexFile(const std::string& path, std::string* directory) {
   std::string name = path;
   if (S_ISDIR(info.st_mode)) {
     *directory = path;
+    *index_name = "index.ocf";
     name = path + "/index.ocf";
   } else {
     size_t slash = path.rfind('/');
     *directory = slash == std::string::npos ? "." : path.substr(0, slash);
     if (directory->empty()) *directory = "/";
+    *index_name = slash == std::string::npos ? path : path.substr(slash + 1);
   }
   uint64_t size = 0;
   int fd = OpenRegular(name, 0, &size);

@@ -32,10 +32,10 @@ class File {
   uint64_t size_ = 0;
 };
 
-// The index file of the checkpoint at `path` and the directory that holds
-// it: `path` itself if it is a regular file, else `path`/index.ocf;
-// NOT_FOUND when there is none [R-FILE-008].
-File OpenIndexFile(const std::string& path, std::string* directory);
+// The index file of the checkpoint at `path`, the directory that holds it
+// and its name there: `path` itself if it is a regular file, else
+// `path`/index.ocf; NOT_FOUND when there is none [R-FILE-008].
+File OpenIndexFile(const std::string& path, std::string* directory, std::string* name);
 
 // The regular file `name` in `directory`, not followed through a symbolic
 // link; NOT_FOUND, citing `requirement`, when there is no such regular

@@ -477,11 +477,15 @@ void CheckIndexContent(const v1::Index& index, uint64_t index_offset,
 }
 
 
-std::vector<File> OpenShardFiles(const v1::Index& index, const std::string& directory) {
+std::vector<File> OpenShardFiles(const v1::Index& index, const std::string& directory,
+                                 const std::string& index_name) {
   std::vector<File> files(index.shards_size());
   for (int s = 0; s < index.shards_size(); ++s) {
     const v1::Shard& shard = index.shards(s);
     if (shard.path().empty()) continue;
+    if (AsciiLower(shard.path()) == AsciiLower(index_name)) {
+      Fail(Category::kInvalid, "R-SHARD-006", "shard '" + shard.path() + "' names the index file itself");
+    }
     File file = OpenFileInDirectory(directory, shard.path(), "R-SHARD-002");
     if (file.size() != shard.length()) {
       Fail(Category::kMalformed, "R-SHARD-002",

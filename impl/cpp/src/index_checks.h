@@ -23,11 +23,13 @@ void CheckIndexContent(const v1::Index& index, uint64_t index_offset,
                        std::vector<BlockLayout>* blocks,
                        IndexKind kind = IndexKind::kCheckpoint);
 
-// Step 16 for every external shard of `index`, in order: the regular file
-// exists in `directory` (NOT_FOUND), has the recorded length and begins
-// with the preamble magic (MALFORMED). Returns the open files by shard
-// number (the index file's own slot stays closed).
-std::vector<File> OpenShardFiles(const v1::Index& index, const std::string& directory);
+// Step 16 for every external shard of `index`, in order: it is not the
+// index file itself, named `index_name` in `directory` (INVALID,
+// [R-SHARD-006]); the regular file exists (NOT_FOUND), has the recorded
+// length and begins with the preamble magic (MALFORMED). Returns the open
+// files by shard number (the index file's own slot stays closed).
+std::vector<File> OpenShardFiles(const v1::Index& index, const std::string& directory,
+                                 const std::string& index_name);
 
 // [R-META-002]: LIMIT_EXCEEDED when a value of `metadata` (whose values are
 // at level 0) lies above level 32. `where` names the map in messages.

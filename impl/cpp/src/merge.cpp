@@ -18,6 +18,7 @@ namespace {
 
 using u128 = unsigned __int128;
 constexpr uint64_t kMaxSlices = 4096;
+constexpr int64_t kMaxParts = 65536;
 
 struct Part {
   v1::Index index;
@@ -228,13 +229,20 @@ void Publish(const std::string& directory, const std::string& index_bytes) {
 
 }  // namespace
 
-void MergeParts(const std::string& directory, const std::string& save_id, uint32_t count) {
+void MergeParts(const std::string& directory, const std::string& save_id, int64_t count) {
+  if (save_id.size() != 16 || !IsLowerHex(save_id, 0, 16) || count < 1 || count > kMaxParts) {   // M0
+    Fail(Category::kInvalid, "R-PART-004",
+         "save id '" + save_id + "' and part count " + std::to_string(count) +
+             ": the id must be 16 lowercase hexadecimal digits, the count in [1, 65536]");
+  }
   std::vector<File> files;
   for (uint32_t p = 0; p < count; ++p) {                                                 // M1
     files.push_back(OpenFileInDirectory(directory, PartFileName(save_id, p), "R-PART-004"));
   }
   std::vector<Part> parts;
-  for (uint32_t p = 0; p < count; ++p) parts.push_back(ReadPart(files[p], save_id, p, count));  // M2
+  for (uint32_t p = 0; p < count; ++p) {                                                 // M2
+    parts.push_back(ReadPart(files[p], save_id, p, static_cast<uint32_t>(count)));
+  }
   std::unordered_set<std::string> shard_paths;
   for (const Part& part : parts) {                                                       // M3
     for (const v1::Shard& shard : part.index.shards()) {
@@ -258,7 +266,7 @@ void MergeParts(const std::string& directory, const std::string& save_id, uint32
   const v1::Index merged = MergedIndex(parts, keys, holders);
   const std::string bytes = SerializeIndex(merged);
   CheckMergedIndex(bytes);                                                               // M6
-  OpenShardFiles(merged, directory);                                                     // M7
+  OpenShardFiles(merged, directory, "index.ocf");                                        // M7
   Publish(directory, bytes);
 }
 

@@ -10,7 +10,9 @@ namespace ocf {
 
 // Merges parts 0 to `count` - 1 of save `save_id` in `directory` and
 // commits `directory`/index.ocf; throws FormatError for the first failing
-// check, having changed nothing in `directory` ([R-PART-007]).
-void MergeParts(const std::string& directory, const std::string& save_id, uint32_t count);
+// check, having changed nothing in `directory` ([R-PART-007]). A save id
+// that is not 16 lowercase hexadecimal digits, or a count outside
+// [1, 65536], is INVALID before any file is touched (M0).
+void MergeParts(const std::string& directory, const std::string& save_id, int64_t count);
 
 }  // namespace ocf
