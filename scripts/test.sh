@@ -1,22 +1,34 @@
 #!/usr/bin/env bash
-# The whole test suite, set-up included: generated code, schema lint,
-# static checks, then pytest. Exits non-zero on any failure, and when
-# pytest collects no test at all.
+# The whole test suite, set-up included: generated code, the schemas
+# (buf), static checks, the bindings and the C++ implementation, then
+# pytest. Exits non-zero on any failure, and when pytest collects no test
+# at all.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/scripts/setup.sh"
+echo "== native tools (protoc, libprotobuf, libzstd, JDK, node; buf, protoc-gen-es)"
+bash "$root/scripts/setup_native.sh"
+buf="$root/native/node_modules/.bin/buf"
 py="$root/.venv/bin/python"
 cd "$root"
 echo "== generated protobuf code is current"
 "$py" python/tools/gen_proto.py --check
-echo "== proto lint"
-"$py" python/tools/lint_proto.py
+echo "== buf lint (STANDARD, COMMENTS) and buf format"
+"$buf" lint
+"$buf" format --exit-code --diff
+echo "== buf breaking against the last released schemas (proto/baseline/)"
+"$buf" breaking --against proto/baseline/ocf-v1.binpb
 echo "== ruff"
-"$py" -m ruff check python conformance spec/examples
+"$py" -m ruff check python conformance spec/examples bindings
 echo "== mypy (strict)"
 (cd python && "$py" -m mypy)
 echo "== import contracts (the layers import only downward)"
 (cd python && "$root/.venv/bin/lint-imports" --no-cache)
+echo "== bindings: C++, Java, TypeScript and Python decode spec/format.md Appendix A"
+bash bindings/check.sh "$py"
+echo "== impl/cpp: build the C++ implementation, run the conformance suite on it"
+make --no-print-directory -s -j"$(nproc)" -C impl/cpp
+"$root/.venv/bin/ocf" conformance --impl impl/cpp/build/ocf-cpp-adapter
 echo "== pytest"
 status=0
 "$py" -m pytest python/tests --durations=25 "$@" || status=$?

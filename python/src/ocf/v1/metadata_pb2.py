@@ -24,13 +24,14 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15ocf/v1/metadata.proto\x12\x06ocf.v1\"\xd0\x01\n\x05Value\x12\x16\n\x0cstring_value\x18\x01 \x01(\tH\x00\x12\x13\n\tint_value\x18\x02 \x01(\x12H\x00\x12\x15\n\x0b\x66loat_value\x18\x03 \x01(\x01H\x00\x12\x14\n\nbool_value\x18\x04 \x01(\x08H\x00\x12\x15\n\x0b\x62ytes_value\x18\x05 \x01(\x0cH\x00\x12\'\n\nlist_value\x18\x06 \x01(\x0b\x32\x11.ocf.v1.ValueListH\x00\x12%\n\tmap_value\x18\x07 \x01(\x0b\x32\x10.ocf.v1.ValueMapH\x00\x42\x06\n\x04kind\"*\n\tValueList\x12\x1d\n\x06values\x18\x01 \x03(\x0b\x32\r.ocf.v1.Value\"y\n\x08ValueMap\x12.\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x1d.ocf.v1.ValueMap.EntriesEntry\x1a=\n\x0c\x45ntriesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x1c\n\x05value\x18\x02 \x01(\x0b\x32\r.ocf.v1.Value:\x02\x38\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15ocf/v1/metadata.proto\x12\x06ocf.v1\"\xd0\x01\n\x05Value\x12\x16\n\x0cstring_value\x18\x01 \x01(\tH\x00\x12\x13\n\tint_value\x18\x02 \x01(\x12H\x00\x12\x15\n\x0b\x66loat_value\x18\x03 \x01(\x01H\x00\x12\x14\n\nbool_value\x18\x04 \x01(\x08H\x00\x12\x15\n\x0b\x62ytes_value\x18\x05 \x01(\x0cH\x00\x12\'\n\nlist_value\x18\x06 \x01(\x0b\x32\x11.ocf.v1.ValueListH\x00\x12%\n\tmap_value\x18\x07 \x01(\x0b\x32\x10.ocf.v1.ValueMapH\x00\x42\x06\n\x04kind\"*\n\tValueList\x12\x1d\n\x06values\x18\x01 \x03(\x0b\x32\r.ocf.v1.Value\"y\n\x08ValueMap\x12.\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x1d.ocf.v1.ValueMap.EntriesEntry\x1a=\n\x0c\x45ntriesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x1c\n\x05value\x18\x02 \x01(\x0b\x32\r.ocf.v1.Value:\x02\x38\x01\x42L\n\x13org.openckpt.ocf.v1B\rMetadataProtoP\x01Z$openckpt.org/ocf/gen/go/ocf/v1;ocfv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ocf.v1.metadata_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
+  _globals['DESCRIPTOR']._loaded_options = None
+  _globals['DESCRIPTOR']._serialized_options = b'\n\023org.openckpt.ocf.v1B\rMetadataProtoP\001Z$openckpt.org/ocf/gen/go/ocf/v1;ocfv1'
   _globals['_VALUEMAP_ENTRIESENTRY']._loaded_options = None
   _globals['_VALUEMAP_ENTRIESENTRY']._serialized_options = b'8\001'
   _globals['_VALUE']._serialized_start=34

@@ -25,13 +25,14 @@ _sym_db = _symbol_database.Default()
 from ocf.v1 import metadata_pb2 as ocf_dot_v1_dot_metadata__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19ocf/v1/object_graph.proto\x12\x06ocf.v1\x1a\x15ocf/v1/metadata.proto\"0\n\x0bObjectGraph\x12!\n\x05nodes\x18\x01 \x03(\x0b\x32\x12.ocf.v1.ObjectNode\"\x98\x02\n\nObjectNode\x12(\n\x08\x63hildren\x18\x01 \x03(\x0b\x32\x16.ocf.v1.ChildReference\x12+\n\nattributes\x18\x02 \x03(\x0b\x32\x17.ocf.v1.TensorAttribute\x12,\n\x0eslot_variables\x18\x03 \x03(\x0b\x32\x14.ocf.v1.SlotVariable\x12\x11\n\ttype_name\x18\x04 \x01(\t\x12\x32\n\x08metadata\x18\x05 \x03(\x0b\x32 .ocf.v1.ObjectNode.MetadataEntry\x1a>\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x1c\n\x05value\x18\x02 \x01(\x0b\x32\r.ocf.v1.Value:\x02\x38\x01\"/\n\x0e\x43hildReference\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07node_id\x18\x02 \x01(\r\",\n\x0fTensorAttribute\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\"c\n\x0cSlotVariable\x12!\n\x19original_variable_node_id\x18\x01 \x01(\r\x12\x11\n\tslot_name\x18\x02 \x01(\t\x12\x1d\n\x15slot_variable_node_id\x18\x03 \x01(\rb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19ocf/v1/object_graph.proto\x12\x06ocf.v1\x1a\x15ocf/v1/metadata.proto\"0\n\x0bObjectGraph\x12!\n\x05nodes\x18\x01 \x03(\x0b\x32\x12.ocf.v1.ObjectNode\"\x98\x02\n\nObjectNode\x12(\n\x08\x63hildren\x18\x01 \x03(\x0b\x32\x16.ocf.v1.ChildReference\x12+\n\nattributes\x18\x02 \x03(\x0b\x32\x17.ocf.v1.TensorAttribute\x12,\n\x0eslot_variables\x18\x03 \x03(\x0b\x32\x14.ocf.v1.SlotVariable\x12\x11\n\ttype_name\x18\x04 \x01(\t\x12\x32\n\x08metadata\x18\x05 \x03(\x0b\x32 .ocf.v1.ObjectNode.MetadataEntry\x1a>\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x1c\n\x05value\x18\x02 \x01(\x0b\x32\r.ocf.v1.Value:\x02\x38\x01\"/\n\x0e\x43hildReference\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07node_id\x18\x02 \x01(\r\",\n\x0fTensorAttribute\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\"c\n\x0cSlotVariable\x12!\n\x19original_variable_node_id\x18\x01 \x01(\r\x12\x11\n\tslot_name\x18\x02 \x01(\t\x12\x1d\n\x15slot_variable_node_id\x18\x03 \x01(\rBO\n\x13org.openckpt.ocf.v1B\x10ObjectGraphProtoP\x01Z$openckpt.org/ocf/gen/go/ocf/v1;ocfv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ocf.v1.object_graph_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
+  _globals['DESCRIPTOR']._loaded_options = None
+  _globals['DESCRIPTOR']._serialized_options = b'\n\023org.openckpt.ocf.v1B\020ObjectGraphProtoP\001Z$openckpt.org/ocf/gen/go/ocf/v1;ocfv1'
   _globals['_OBJECTNODE_METADATAENTRY']._loaded_options = None
   _globals['_OBJECTNODE_METADATAENTRY']._serialized_options = b'8\001'
   _globals['_OBJECTGRAPH']._serialized_start=60

@@ -24,13 +24,14 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(ocf/tensorflow/v1/checkpoint_state.proto\x12\x11ocf.tensorflow.v1\"\x9f\x01\n\x0f\x43heckpointState\x12\x1d\n\x15model_checkpoint_path\x18\x01 \x01(\t\x12\"\n\x1a\x61ll_model_checkpoint_paths\x18\x02 \x03(\t\x12\'\n\x1f\x61ll_model_checkpoint_timestamps\x18\x03 \x03(\x01\x12 \n\x18last_preserved_timestamp\x18\x04 \x01(\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(ocf/tensorflow/v1/checkpoint_state.proto\x12\x11ocf.tensorflow.v1\"\x9f\x01\n\x0f\x43heckpointState\x12\x1d\n\x15model_checkpoint_path\x18\x01 \x01(\t\x12\"\n\x1a\x61ll_model_checkpoint_paths\x18\x02 \x03(\t\x12\'\n\x1f\x61ll_model_checkpoint_timestamps\x18\x03 \x03(\x01\x12 \n\x18last_preserved_timestamp\x18\x04 \x01(\x01\x42p\n\x1eorg.openckpt.ocf.tensorflow.v1B\x14\x43heckpointStateProtoP\x01Z6openckpt.org/ocf/gen/go/ocf/tensorflow/v1;tensorflowv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ocf.tensorflow.v1.checkpoint_state_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
+  _globals['DESCRIPTOR']._loaded_options = None
+  _globals['DESCRIPTOR']._serialized_options = b'\n\036org.openckpt.ocf.tensorflow.v1B\024CheckpointStateProtoP\001Z6openckpt.org/ocf/gen/go/ocf/tensorflow/v1;tensorflowv1'
   _globals['_CHECKPOINTSTATE']._serialized_start=64
   _globals['_CHECKPOINTSTATE']._serialized_end=223
 # @@protoc_insertion_point(module_scope)

@@ -1,0 +1,44 @@
+// The checks of a parsed index that need no file: required features,
+// shard names, the tensor and block tables and the metadata depth
+// (spec/format.md, "Reader's order of checks", steps 10 to 15).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "checkpoint.h"
+#include "ocf/v1/index.pb.h"
+
+namespace ocf {
+
+// Which index the checks are for: a checkpoint's, or a part index that a
+// merge reads (spec/parts.md [R-PART-001]: the feature name "part" is
+// implemented, and the boxes of a sliced tensor need not cover its shape).
+enum class IndexKind { kCheckpoint, kPart };
+
+// Runs steps 10 to 15 in order; on success fills where every tensor's and
+// block's values are. `index_offset` ends the index file's data region.
+void CheckIndexContent(const v1::Index& index, uint64_t index_offset,
+                       std::vector<TensorLayout>* tensors,
+                       std::vector<BlockLayout>* blocks,
+                       IndexKind kind = IndexKind::kCheckpoint);
+
+// Step 16 for every external shard of `index`, in order: it is not the
+// index file itself, named `index_name` in `directory` (INVALID,
+// [R-SHARD-006]); the regular file exists (NOT_FOUND), has the recorded
+// length and begins with the preamble magic (MALFORMED). Returns the open
+// files by shard number (the index file's own slot stays closed).
+std::vector<File> OpenShardFiles(const v1::Index& index, const std::string& directory,
+                                 const std::string& index_name);
+
+// [R-META-002]: LIMIT_EXCEEDED when a value of `metadata` (whose values are
+// at level 0) lies above level 32. `where` names the map in messages.
+void CheckMetadataDepth(const google::protobuf::Map<std::string, v1::Value>& metadata,
+                        const std::string& where);
+
+// True when two boxes of a rank-`rank` shape share an element: they
+// overlap along every dimension ([R-SLICE-002]), compared exactly.
+bool BoxesOverlap(const uint64_t* start_a, const uint64_t* extent_a, const uint64_t* start_b,
+                  const uint64_t* extent_b, size_t rank);
+
+}  // namespace ocf
