@@ -215,7 +215,7 @@ def read_result(path: Path) -> dict[str, Any]:
             reader.verify_all()
             return {"result": "ok", **describe(reader)}
     except OCFError as exc:
-        return {"result": "error", "category": exc.category.value}
+        return {"result": "error", "category": exc.label}
 
 
 @pytest.mark.parametrize(("case_dir", "case"), READ_CASES)
@@ -296,7 +296,7 @@ def test_reference_merge_gives_the_expected_result(tmp_path: Path, case_dir: Pat
     try:
         merge_parts(directory, save_id=case["save_id"], parts=case["parts"])
     except OCFError as exc:
-        got = {"result": "error", "category": exc.category.value}
+        got = {"result": "error", "category": exc.label}
     if case["expect"]["result"] == "error":
         assert got == case["expect"]
         assert _files(directory) == before, "a failed merge changed the directory"

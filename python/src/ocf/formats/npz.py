@@ -40,6 +40,7 @@ import numpy as np
 from ocf.format import dtypes
 from ocf.format.errors import InvalidError, LimitExceededError, MalformedError, OCFError
 from ocf.format.limits import MAX_ELEMENTS, MAX_RANK, MAX_TENSORS, nonzero_product
+from ocf.format.memory import allocate
 from ocf.format.reader import Reader
 from ocf.format.storage.local import atomic_output
 from ocf.format.writer import Writer
@@ -73,8 +74,10 @@ def _read_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo, path: str
                                  f"shape {list(shape)}, the member holds {data_length}",
                                  path=path, key=key)
         # C-ordered little-endian, as OCF stores it; a Fortran-ordered member holds
-        # the elements of the transpose in C order.
-        array = np.empty(shape, dtype.newbyteorder("<"))
+        # the elements of the transpose in C order. The size is the member's, which
+        # _check_member bounded by the bytes the file holds.
+        array = allocate(shape, dtype.newbyteorder("<"), "reading this array", path=path,
+                         key=key)
         target = array.T if fortran else array
         flat = target.reshape(-1) if target.flags.c_contiguous else target.flat
         step = max(1, PIECE_BYTES // dtype.itemsize)

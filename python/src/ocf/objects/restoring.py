@@ -195,9 +195,8 @@ class _Session:
                 if exc.key is not None and exc.path is not None:
                     raise
                 assert self.reader is not None
-                raise type(exc)(exc.detail, path=exc.path or self.reader.path,
-                                key=exc.key or next(iter(stored.attributes.values())),
-                                requirement=exc.requirement) from None
+                raise exc.located(exc.path or self.reader.path,
+                                  exc.key or next(iter(stored.attributes.values()))) from None
         if stored.metadata:
             view.restore_metadata(stored.metadata)
 
