@@ -17,8 +17,8 @@ LEVELS = ("required", "recommended", "optional")
 CATEGORIES = ("MALFORMED", "INVALID", "UNSUPPORTED_VERSION", "UNKNOWN_REQUIRED_FEATURE",
               "INTEGRITY", "LIMIT_EXCEEDED", "NOT_FOUND")
 ID = re.compile(r"^(read|reject|write|merge)\.[a-z0-9][a-z0-9._-]*[a-z0-9]$")
-TOP_ORDER = ("id", "level", "requirements", "description", "op", "input", "source", "layout",
-             "save_id", "parts", "expect")
+TOP_ORDER = ("id", "level", "requirements", "description", "op", "input", "links", "source",
+             "layout", "save_id", "parts", "expect")
 
 
 def _sorted(value: Any) -> Any:
@@ -72,8 +72,9 @@ class Suite:
 
     def read(self, case_id: str, *, requirements: list[str], description: str,
              files: dict[str, bytes], input: str, expect: dict[str, Any],
-             level: str = "required") -> None:
-        """A read case: ``files`` (relative path -> bytes) are the checkpoint."""
+             level: str = "required", links: dict[str, str] | None = None) -> None:
+        """A read case: ``files`` (relative path -> bytes) are the checkpoint; ``links``
+        (relative name -> relative target) are symbolic links the harness makes."""
         self._check_common(level, requirements, description)
         assert expect["result"] in ("ok", "error")
         directory = self._directory(case_id)
@@ -84,6 +85,9 @@ class Suite:
             target.write_bytes(files[relative])
         case = {"id": case_id, "level": level, "requirements": requirements,
                 "description": description, "op": "read", "input": input, "expect": expect}
+        if links:
+            assert all(name not in files for name in links)
+            case["links"] = links
         (directory / "case.json").write_bytes(dump(case, TOP_ORDER))
 
     def write(self, case_id: str, *, requirements: list[str], description: str,

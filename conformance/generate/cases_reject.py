@@ -62,10 +62,11 @@ class Rejects:
         self.files(name, requirements, category, description, {FILE: blob}, input=FILE)
 
     def files(self, name: str, requirements: list[str], category: str, description: str,
-              files: dict[str, bytes], input: str = DIRECTORY) -> None:
+              files: dict[str, bytes], input: str = DIRECTORY,
+              links: dict[str, str] | None = None) -> None:
         self.suite.read(f"reject.{name}", requirements=self._cite(requirements, category),
                         description=description, files=files, input=input,
-                        expect=error(category))
+                        expect=error(category), links=links)
 
     def index(self, name: str, requirements: list[str], category: str, description: str,
               mutation: Mutation, builder: Builder | None = None, **options: Any) -> None:
@@ -497,6 +498,27 @@ def shards(r: Rejects) -> None:
     r.directory("shard.is-a-directory", ["R-SHARD-002"], "NOT_FOUND",
                 "A valid directory checkpoint whose shard name is a directory, not a regular "
                 "file.", change=to_directory)
+    symlinked_shards(r)
+
+
+def symlinked_shards(r: Rejects) -> None:
+    """A shard name that is a symbolic link, to a valid shard or to another file: never
+    followed out of the checkpoint's directory [R-SHARD-002]. The case format cannot
+    hold a link, so the case declares it and the harness makes it in a copy."""
+    builder = directory_base()
+    files = builder.files(builder.index())
+    shard = files.pop("data-0.ocfd")
+    r.files("shard.symlink-to-valid-shard", ["R-SHARD-002"], "NOT_FOUND",
+            "A valid directory checkpoint whose shard data-0.ocfd is a symbolic link to the "
+            "same shard, byte for byte, outside the checkpoint directory.",
+            {**in_directory(files), "elsewhere/data-0.ocfd": shard},
+            links={f"{DIRECTORY}/data-0.ocfd": "../elsewhere/data-0.ocfd"})
+    r.files("shard.symlink-to-other-file", ["R-SHARD-002"], "NOT_FOUND",
+            "A directory checkpoint whose shard data-0.ocfd is a symbolic link to a file "
+            "that is no shard (a text file of the right length) outside the checkpoint "
+            "directory.",
+            {**in_directory(files), "elsewhere/notes.txt": b"root:x:0:0\n".ljust(len(shard))},
+            links={f"{DIRECTORY}/data-0.ocfd": "../elsewhere/notes.txt"})
 
 
 # -- tables ----------

@@ -236,6 +236,24 @@ def lax_shard_names() -> None:
     _patch(ocf.format.index.decoding, "SHARD_NAME", re.compile(r".+", re.DOTALL))
 
 
+@bug("reject.shard.symlink-*")
+def follow_shard_links() -> None:
+    """A shard name that is a symbolic link is followed.
+
+    Imitates a reader that opens shard files with a plain open() [R-SHARD-002]:
+    a link planted under a shard's name makes it read a file outside the
+    checkpoint's directory (a valid shard of another checkpoint, or any file
+    the reader may read) instead of refusing it as NOT_FOUND.
+    """
+    original = ocf.format.storage.local._open_nonblocking
+
+    def following(path: str | os.PathLike[str], what: str, requirement: str | None,
+                  key: str | None = None, *, follow: bool = True) -> int:
+        return original(path, what, requirement, key, follow=True)
+
+    _patch(ocf.format.storage.local, "_open_nonblocking", following)
+
+
 @bug("reject.data.overlap-*")
 def accept_overlaps() -> None:
     """Blocks whose stored bytes overlap are not detected.
