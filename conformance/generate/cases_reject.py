@@ -1299,6 +1299,13 @@ def graph_cases(r: Rejects) -> None:
          "but that nothing reaches.",
          example(lambda n: n.extend([{"children": [["b", 8], ["root", 0]]},
                                      {"children": [["a", 7]]}])))
+    # Deeper than a recursive walk survives on a usual thread stack (8 MiB) [R-LIMIT-003].
+    depth = 100_000
+    chain: list[dict[str, Any]] = [{"children": [["a", n + 1]]} for n in range(depth - 1)]
+    case("deep-chain-then-unreachable", ["R-GRAPH-005", "R-LIMIT-003"],
+         f"A chain of {depth} nodes (root, then each node's one edge 'a' to the next) and one "
+         "more node that nothing reaches: only a walk that does not recurse gets to the end.",
+         [*chain, {"type_name": "Last"}, {"type_name": "Orphan"}])
     case("slot-of-unreachable-owner", ["R-GRAPH-005"],
          "The example graph with the root's edge to the optimizer removed: the optimizer and "
          "its slot node are unreachable.",
