@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers import write_file
+from samples import assert_bit_exact, every_dtype
 
 import ocf
 from ocf.formats import safetensors
@@ -200,3 +201,29 @@ def test_a_tensorflow_tensor_larger_than_free_memory_is_out_of_memory(tmp_path: 
         report(lambda: reader.read("big"))
     """, str(prefix))
     _assert_out_of_memory(outcome, Path(str(prefix) + ".index"), "big", 64 * MIB)
+
+
+@pytest.mark.parametrize("options", [{}, {"compression": "zstd", "byte_shuffle": True,
+                                          "chunk_size": 4096}])
+def test_read_into_gives_what_read_tensor_gives_whole_and_in_slices(
+        tmp_path: Path, options: dict[str, object]) -> None:
+    path = tmp_path / "every.ocf"
+    arrays = {k: v for k, v in every_dtype().items() if v.dtype != object}
+    tiled = np.arange(3000, dtype=np.float32).reshape(60, 50)
+    with ocf.Writer(path, **options) as writer:  # type: ignore[arg-type]
+        for key, array in arrays.items():
+            writer.write(key, array)
+        for start in ((0, 0), (0, 25), (30, 0), (30, 25)):
+            writer.write_slice("tiled", tiled[start[0]:start[0] + 30, start[1]:start[1] + 25],
+                               start, tiled.shape)
+    with ocf.Reader(path) as reader:
+        for key in [*arrays, "tiled"]:
+            info = reader[key]
+            assert info.dtype.numpy is not None
+            out = np.empty(info.shape, info.dtype.numpy)
+            assert reader.read_into(key, out) is out
+            assert_bit_exact(out, reader.read_tensor(key))
+    ocf.save_file({"s": np.array([b"a"], dtype=object)}, tmp_path / "s.ocf")
+    with ocf.Reader(tmp_path / "s.ocf") as strings, \
+            pytest.raises(ocf.InvalidError, match="byte strings"):
+        strings.read_into("s", np.empty(1, dtype=object))
