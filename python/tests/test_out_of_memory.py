@@ -151,7 +151,7 @@ def _graph_index(nodes: int) -> index_pb2.Index:
 
 def test_a_valid_index_parsed_under_memory_pressure_is_out_of_memory_not_malformed(
         tmp_path: Path) -> None:
-    path = write_file(tmp_path / "chain.ocf", _graph_index(200_000), minor=1)
+    path = write_file(tmp_path / "chain.ocf", _graph_index(100_000), minor=1)
     with ocf.Reader(path) as reader:  # valid: it opens, and its graph checks out
         assert reader.object_graph is not None
     index_length = ocf.Reader(path).index_identity[0]
