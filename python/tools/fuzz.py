@@ -14,10 +14,11 @@ the table checks. Chunk and TensorFlow checksums are skipped for a quarter
 of the inputs (verify=False), so damaged data reaches the decoders.
 
 Each input is read by a forked child with every read its format offers. The
-child's address space (RLIMIT_AS) is capped at what it inherits plus what
-the files justify (their bytes, times the 32768-fold zstd bound when the
-index declares compressed blocks, times a few copies), and the parent kills
-it after ``--timeout`` seconds. An input fails the run when:
+child's address space (RLIMIT_AS) is capped at what it maps plus what the
+files justify (a few copies of their bytes and of what their compressed
+blocks may decode to: raw length up to 32768 times the stored length for an
+OCF zstd block, 1032 times the file for npz), and the parent kills it after
+``--timeout`` seconds. An input fails the run when:
 
 - an exception other than ocf.OCFError escapes (an *escape*);
 - the child is killed by the time limit (a *hang*) or dies otherwise (a *crash*);
@@ -63,6 +64,7 @@ from ocf.formats import npz, safetensors
 from ocf.formats import tensorflow as tf_format
 from ocf.tensorflow.source import TFSource
 from ocf.v1 import index_pb2
+from ocf.v1.tensor_pb2 import CODEC_NONE
 
 # What a read may take whatever the file: thread stacks (8 MiB of address space
 # each for the reader's pool), NumPy and protobuf working memory, the zip module.
@@ -370,15 +372,36 @@ READERS: dict[str, Callable[[Path, bool], None]] = {
 
 
 def justified_bytes(seed_kind: str, files: Files) -> int:
-    """The memory a read of ``files`` may take: their bytes, times the zstd bound when
-    they may hold compressed data, times the copies a read holds."""
+    """The memory a read of ``files`` may take: the copies a read holds of their bytes,
+    and of what their compressed data may expand to."""
     total = sum(len(v) for v in files.values())
-    ratio = 1
-    if seed_kind.startswith("ocf") or seed_kind == "safetensors":
-        ratio = MAX_ZSTD_RATIO  # OCF zstd chunks; a converted file may be written compressed
-    elif seed_kind == "npz":
-        ratio = max(npz.MAX_RATIO.values())
-    return COPIES * total * ratio
+    if seed_kind.startswith("ocf"):
+        total += _zstd_expansion(files)
+    elif seed_kind == "npz":  # a member's declared size is at most 1032 times its bytes
+        total *= max(npz.MAX_RATIO.values())
+    return COPIES * total
+
+
+def _zstd_expansion(files: Files) -> int:
+    """What the compressed blocks of the OCF index files among ``files`` may decode to:
+    each block's raw length, up to 32768 times its stored length [R-CHUNK-004]."""
+    expansion = 0
+    for name, data in files.items():
+        if not name.endswith(".ocf") or len(data) < 96:
+            continue
+        offset, length = struct.unpack_from("<QQ", data, len(data) - FOOTER_SIZE)
+        if offset + length != len(data) - FOOTER_SIZE:
+            continue  # the reader stops at the footer
+        index = index_pb2.Index()
+        try:
+            index.ParseFromString(data[offset:offset + length])
+        except DecodeError:
+            continue  # the reader stops at the parse
+        blocks = index.blocks
+        for codec, stored, raw in zip(blocks.codecs, blocks.stored_lengths, blocks.raw_lengths):
+            if codec != CODEC_NONE:
+                expansion += min(raw, MAX_ZSTD_RATIO * stored)
+    return expansion
 
 
 def _address_space() -> int:
