@@ -47,11 +47,13 @@ def test_fuzzing_every_reader_for_20_seconds_lets_only_ocf_errors_out() -> None:
 
 
 @pytest.fixture(scope="module")
-def fuzz() -> Iterator[ModuleType]:
+def fuzzing() -> Iterator[tuple[ModuleType, ModuleType]]:
+    """The fuzzer's readers and worker modules."""
     sys.path.insert(0, str(TOOLS))
     try:
-        import fuzz as module
-        yield module
+        import fuzzing.readers
+        import fuzzing.worker
+        yield fuzzing.readers, fuzzing.worker
     finally:
         sys.path.remove(str(TOOLS))
 
@@ -86,18 +88,19 @@ def _ocf_error(path: Path, verify: bool) -> None:
     (_ocf_error, "INVALID"),
 ])
 def test_the_fuzzer_names_each_kind_of_failure(
-        fuzz: ModuleType, tmp_path: Path, reader: Callable[[Path, bool], None],
-        expected: str) -> None:
+        fuzzing: tuple[ModuleType, ModuleType], tmp_path: Path,
+        reader: Callable[[Path, bool], None], expected: str) -> None:
+    readers, workers = fuzzing
     (tmp_path / "x").write_bytes(b"12345")
-    fuzz.READERS["planted"] = reader  # before the worker forks, so it inherits it
+    readers.READERS["planted"] = reader  # before the worker forks, so it inherits it
     try:
-        worker = fuzz.Worker()
+        worker = workers.Worker()
         try:
-            result = fuzz.run_one(worker, "planted", tmp_path, "x", True, timeout=5)
+            result = workers.run_one(worker, "planted", tmp_path, "x", True, timeout=5)
             assert result.outcome == expected, result
-            after = fuzz.run_one(worker, "planted", tmp_path, "x", True, timeout=5)
+            after = workers.run_one(worker, "planted", tmp_path, "x", True, timeout=5)
             assert after.outcome == expected  # a replaced worker serves the next input
         finally:
             worker.close()
     finally:
-        del fuzz.READERS["planted"]
+        del readers.READERS["planted"]
