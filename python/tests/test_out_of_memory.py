@@ -125,6 +125,31 @@ def test_read_into_a_callers_array_reads_a_tensor_larger_than_free_memory(
     assert outcome == {"error": None}
 
 
+def test_read_into_with_too_little_memory_even_for_a_chunk_is_out_of_memory(
+        big_zstd_checkpoint: Path) -> None:
+    outcome = _run(f"""
+        reader = ocf.Reader(sys.argv[1])
+        out = np.empty({TENSOR_BYTES}, dtype=np.uint8)
+        cap(1 << 20)  # no room for a worker thread's stack, nor for a decoded chunk
+        report(lambda: reader.read_into("big", out))
+    """, str(big_zstd_checkpoint))
+    assert outcome["error"] == "OutOfMemoryError", outcome
+    assert outcome["key"] == "big"
+    assert "R-ERR-003" in str(outcome["message"])
+
+
+def test_mapping_a_shard_larger_than_the_address_space_left_is_out_of_memory(
+        tmp_path: Path) -> None:
+    path = tmp_path / "plain.ocf"
+    ocf.save_file({"big": np.zeros(64 * MIB, dtype=np.uint8)}, path)
+    outcome = _run("""
+        reader = ocf.Reader(sys.argv[1])
+        cap(16 << 20)
+        report(lambda: reader.get_tensor("big"))  # a view of a memory map of the file
+    """, str(path))
+    _assert_out_of_memory(outcome, path, "big", 64 * MIB)
+
+
 def test_read_into_refuses_an_array_of_another_shape_or_dtype(tmp_path: Path) -> None:
     path = tmp_path / "small.ocf"
     ocf.save_file({"w": np.arange(6, dtype=np.float32).reshape(2, 3)}, path)

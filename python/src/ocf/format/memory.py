@@ -14,6 +14,7 @@ format error.
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,6 +23,9 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 from ocf.format.errors import OutOfMemoryError
+
+# What threading raises when the system refuses a new thread (its stack).
+_NO_THREAD = "can't start new thread"
 
 
 @contextmanager
@@ -35,6 +39,15 @@ def needing(nbytes: int, what: str, *, path: str | os.PathLike[str] | None,
         raise
     except MemoryError:
         raise out_of_memory(nbytes, what, path=path, key=key) from None
+    except OSError as exc:  # mmap's word for it
+        if exc.errno != errno.ENOMEM:
+            raise
+        raise out_of_memory(nbytes, what, path=path, key=key) from None
+    except RuntimeError as exc:  # threading's word for a stack it could not map
+        if _NO_THREAD not in str(exc):
+            raise
+        raise out_of_memory(nbytes, f"{what} (on a worker thread that could not start)",
+                            path=path, key=key) from None
 
 
 def out_of_memory(nbytes: int, what: str, *, path: str | os.PathLike[str] | None,

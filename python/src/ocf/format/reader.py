@@ -164,9 +164,9 @@ class Reader(Mapping[str, TensorInfo]):
         if block is None or block.compression is not Codec.NONE or info.dtype.is_bytes \
                 or not self._shards[block.shard].mappable:
             return self.read_tensor(key)
-        raw = self._mapped(block)
-        self._verify_chunks(info, block, range(block.chunk_count), raw)
-        with self._memory_for(info):
+        with self._memory_for(info):  # mapping a shard takes address space too
+            raw = self._mapped(block)
+            self._verify_chunks(info, block, range(block.chunk_count), raw)
             return self._materialize(info, raw, info.shape)
 
     def read_tensor(self, key: str) -> np.ndarray:
@@ -199,12 +199,16 @@ class Reader(Mapping[str, TensorInfo]):
                 f"{'' if out.flags.c_contiguous else 'non-contiguous '}{out.dtype} array of "
                 f"shape {list(out.shape)}; the tensor needs a writable C-contiguous "
                 f"{numpy_dtype} array of shape {list(info.shape)}", path=self.path, key=key)
-        if info.block is not None:
-            raw = out.reshape(-1).view(np.uint8)
-            self._fill(info, info.block, raw)
-            self._materialize(info, raw, info.shape)  # checks bool bytes
-            return out
-        with self._memory_for(info):
+        # What is still allocated: a decoded chunk, or one slice's bytes.
+        needed = info.block.raw_chunk_size if info.block is not None else \
+            max((b.raw_length for b in info.blocks), default=0)
+        with needing(needed, "reading this tensor into the given array", path=self.path,
+                     key=info.key):
+            if info.block is not None:
+                raw = out.reshape(-1).view(np.uint8)
+                self._fill(info, info.block, raw)
+                self._materialize(info, raw, info.shape)  # checks bool bytes
+                return out
             for piece in info.slices:
                 window = tuple(slice(s, s + e) for s, e in zip(piece.start, piece.extent))
                 out[window] = self._block_region(info, piece.block, piece.extent,
