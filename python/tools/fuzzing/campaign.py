@@ -19,6 +19,12 @@ from fuzzing.mutations import mutate
 from fuzzing.seeds import Files, make_seeds
 from fuzzing.worker import Result, Worker, run_one
 
+# With --squeezed, that share of the inputs is read with little memory (bytes beyond
+# what the worker maps), where running out must be an OCFError too (OutOfMemoryError).
+# Off by default: readers finish under memory pressure (ocf.format.workers), but the
+# Writer that safetensors and npz conversions use starts threads with threading, whose
+# start() can wait forever when the new thread runs out of memory before it starts.
+SQUEEZES = [1 << 20, 2 << 20, 4 << 20, 8 << 20]
 FAILURES = ("escape", "hang", "crash", "over-allocation")
 _PLURAL = {"escape": "escapes", "hang": "hangs", "crash": "crashes",
            "over-allocation": "over-allocations"}
@@ -68,7 +74,7 @@ def _materialize(directory: Path, files: Files) -> None:
 
 
 def campaign(seconds: float, seed: int, timeout: float, artifacts: Path | None,
-             max_inputs: int | None = None) -> Summary:
+             max_inputs: int | None = None, squeezed: float = 0.0) -> Summary:
     rng = random.Random(seed)
     scratch_root = "/dev/shm" if os.path.isdir("/dev/shm") else None
     summary = Summary()
@@ -87,7 +93,9 @@ def campaign(seconds: float, seed: int, timeout: float, artifacts: Path | None,
             files = mutate(chosen, rng, donors)
             _materialize(case, files)
             verify = rng.random() >= 0.25
-            result = run_one(worker, chosen.kind, case, chosen.target, verify, timeout)
+            squeeze = rng.choice(SQUEEZES) if rng.random() < squeezed else 0
+            result = run_one(worker, chosen.kind, case, chosen.target, verify, timeout,
+                             squeeze)
             summary.inputs += 1
             summary.by_format[chosen.kind] += 1
             summary.outcomes[result.outcome] += 1
@@ -95,6 +103,7 @@ def campaign(seconds: float, seed: int, timeout: float, artifacts: Path | None,
                 saved = _save_failure(artifacts, summary.inputs, case, result) \
                     if artifacts is not None else ""
                 summary.failures.append({"outcome": result.outcome, "format": chosen.kind,
+                                         "verify": str(verify), "squeeze": str(squeeze),
                                          "detail": result.detail[:3000], "saved": saved})
         summary.seconds = time.monotonic() - start
         worker.close()
@@ -108,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=10.0,
                         help="seconds one input may take before it counts as a hang")
     parser.add_argument("--max-inputs", type=int, default=None)
+    parser.add_argument("--squeezed", type=float, default=0.0,
+                        help="share of inputs read with 1 to 8 MiB of memory to spare")
     parser.add_argument("--artifacts", type=Path, default=None,
                         help="directory for failing inputs")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -115,13 +126,15 @@ def main(argv: list[str] | None = None) -> int:
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
     if args.artifacts is not None:
         args.artifacts.mkdir(parents=True, exist_ok=True)
-    summary = campaign(args.seconds, seed, args.timeout, args.artifacts, args.max_inputs)
+    summary = campaign(args.seconds, seed, args.timeout, args.artifacts, args.max_inputs,
+                       args.squeezed)
     if args.json:
         print(json.dumps({"seed": seed, **summary.as_json()}))
     else:
         print(f"seed {seed}")
         print(summary.table())
         for failure in summary.failures[:20]:
-            print(f"\n{failure['outcome']} ({failure['format']}) {failure['saved']}\n"
+            print(f"\n{failure['outcome']} ({failure['format']}, verify "
+                  f"{failure['verify']}, squeeze {failure['squeeze']}) {failure['saved']}\n"
                   f"{failure['detail']}")
     return 1 if any(summary.outcomes[k] for k in FAILURES) else 0

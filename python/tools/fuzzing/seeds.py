@@ -16,6 +16,10 @@ from ocf.formats import tensorflow as tf_format
 Files = dict[str, bytes]
 
 
+# The tensor of one seed, larger than the memory squeezed reads get, yet a small file.
+LARGE_BYTES = 8 << 20
+
+
 @dataclass(frozen=True)
 class Seed:
     """A valid checkpoint: its format, files by relative name, the name to read."""
@@ -74,6 +78,10 @@ def make_seeds(work: Path, seed: int) -> list[Seed]:
                 box = tiled[start[0]:start[0] + 3, start[1]:start[1] + 4]
                 writer.write_slice("tiled", box, start, tiled.shape)
         seeds.append(Seed("ocf-file", {"x.ocf": path.read_bytes()}, "x.ocf"))
+    large = work / "large.ocf"  # more than a squeezed read has (fuzzing.campaign.SQUEEZES)
+    with ocf.Writer(large, compression="zstd", chunk_size=1 << 20) as writer:
+        writer.write("large", np.arange(LARGE_BYTES, dtype=np.uint8) % 251)
+    seeds.append(Seed("ocf-file", {"x.ocf": large.read_bytes()}, "x.ocf"))
     graph_file = work / "graph.ocf"
     ocf.write(_object_root(arrays), graph_file, metadata={"epoch": 1})
     seeds.append(Seed("ocf-file", {"x.ocf": graph_file.read_bytes()}, "x.ocf"))

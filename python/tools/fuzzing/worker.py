@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import resource
@@ -24,6 +25,10 @@ BASE_ADDRESS_SPACE = 192 << 20
 BASE_RESIDENT = 32 << 20
 # Above this the cap no longer follows the files: memory of the machine.
 MAX_CAP = 2 << 30
+# mallopt parameters of glibc's malloc.h.
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+
 
 def _address_space() -> int:
     with open("/proc/self/statm") as f:
@@ -45,31 +50,49 @@ def _reset_peak() -> None:
 
 
 def _read_one(job: dict[str, Any]) -> dict[str, Any]:
-    """Read one input under the job's cap on the address space; how it ended."""
+    """Read one input under the job's cap on the address space; how it ended.
+
+    The cap is what the files justify, or with ``squeeze`` that many bytes
+    beyond what the process maps: a machine short of memory, where running
+    out is expected but must still be an OCFError.
+    """
     target = Path(job["directory"]) / job["target"]
     _reset_peak()
     before = _peak_resident()
-    cap = _address_space() + BASE_ADDRESS_SPACE + min(job["justified"], MAX_CAP)
-    outcome: dict[str, Any] = {"result": "ok"}
+    extra = job["squeeze"] or BASE_ADDRESS_SPACE + min(job["justified"], MAX_CAP)
+    cap = _address_space() + extra
+    error: BaseException | None = None
     # The soft limit: the hard one stays unlimited, so the next input can raise it again.
     resource.setrlimit(resource.RLIMIT_AS, (cap, resource.RLIM_INFINITY))
     try:
         READERS[job["kind"]](target, job["verify"])
-    except ocf.OCFError as exc:
-        outcome = {"result": exc.label, "requirement": exc.requirement}
-    except BaseException as exc:
-        outcome = {"result": "escape", "error": f"{type(exc).__name__}: {exc}"[:2000],
-                   "traceback": traceback.format_exc()[-6000:]}
+    except BaseException as exc:  # looked at once the memory is back
+        error = exc
     finally:
         resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY,
                                                 resource.RLIM_INFINITY))
+    outcome: dict[str, Any] = {"result": "ok"}
+    if isinstance(error, ocf.OCFError):
+        outcome = {"result": error.label, "requirement": error.requirement}
+    elif error is not None:
+        outcome = {"result": "escape", "error": f"{type(error).__name__}: {error}"[:2000],
+                   "traceback": "".join(traceback.format_exception(error))[-6000:]}
     outcome["growth"] = max(0, _peak_resident() - before)
     outcome["cap"] = cap
     return outcome
 
 
+def _return_freed_memory() -> None:
+    """Make glibc give large freed blocks back to the system, so that the address space
+    a read finds mapped holds no free memory a squeezed read could use instead."""
+    libc = ctypes.CDLL(None)
+    libc.mallopt(_M_TRIM_THRESHOLD, 128 << 10)
+    libc.mallopt(_M_MMAP_THRESHOLD, 128 << 10)  # fixed: no longer raised by each free
+
+
 def _serve(jobs: int, results: int) -> None:
     """The worker: one JSON job per line in, one JSON outcome per line out; never returns."""
+    _return_freed_memory()
     with contextlib.suppress(BaseException), os.fdopen(jobs, "r") as lines:
         for line in lines:
             outcome = _read_one(json.loads(line))
@@ -153,15 +176,20 @@ class Worker:
 
 
 def run_one(worker: Worker, seed_kind: str, directory: Path, target: str, verify: bool,
-            timeout: float) -> Result:
+            timeout: float, squeeze: int = 0) -> Result:
+    """Read one input; ``squeeze`` > 0 caps its memory at that many bytes beyond what the
+    worker maps, where OUT_OF_MEMORY is an outcome, not an over-allocation."""
     justified = justified_bytes(seed_kind, read_tree(directory))
     outcome = worker.read({"kind": seed_kind, "directory": str(directory), "target": target,
-                           "verify": verify, "justified": justified}, timeout)
+                           "verify": verify, "justified": justified, "squeeze": squeeze},
+                          timeout)
     if isinstance(outcome, Result):
         return outcome
     growth = outcome["growth"]
     if outcome["result"] == "escape":
         return Result("escape", outcome["error"] + "\n" + outcome["traceback"], growth)
+    if squeeze:
+        return Result(outcome["result"], outcome.get("requirement") or "", growth)
     if outcome["result"] == "OUT_OF_MEMORY" and justified < MAX_CAP:
         return Result("over-allocation", f"out of memory under a cap of {outcome['cap']} "
                                          f"bytes; the files justify {justified}", growth)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from contextlib import AbstractContextManager
 from math import prod
 from types import TracebackType
@@ -42,6 +42,7 @@ from ocf.format.raw import check_bool, decode_strings
 from ocf.format.slicing import Box, as_array_index, chunks_touching, intersect, select
 from ocf.format.storage.backend import Input, backend_of
 from ocf.format.storage.location import Location, StorageOptions, locate
+from ocf.format.workers import Workers
 
 # Limit of the bytes read with one system call for a run of small tensors,
 # and the size from which checksums of mapped data go to worker threads.
@@ -92,7 +93,7 @@ class Reader(Mapping[str, TensorInfo]):
         self._verified: set[tuple[int, int, int]] = set()
         # Per key stored in slices: its boxes' first and past-the-end indices.
         self._slice_bounds: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: Workers | None = None
         self._shards: list[Input] = []
         self._graph: ObjectGraph | None = None
         self._own = self._storage.open_index(self.path)
@@ -300,7 +301,7 @@ class Reader(Mapping[str, TensorInfo]):
         todo = [i for i in wanted if (block.shard, block.offset, i) not in self._verified]
         view = raw.data
         if block.raw_length >= _READ_GROUP and len(todo) > 1:
-            crcs = list(self._threads().map(lambda i: self._crcs(block, view, [i])[0], todo))
+            crcs = self._threads().map(lambda i: self._crcs(block, view, [i])[0], todo)
         else:
             crcs = self._crcs(block, view, todo)
         self._check_crcs(info, block, todo, crcs)
@@ -394,7 +395,7 @@ class Reader(Mapping[str, TensorInfo]):
     def _finish_reads(self, reads: list[_GroupRead]) -> None:
         """Wait for group reads and check their checksums, in order."""
         for read in reads:
-            crcs = read.crcs if isinstance(read.crcs, list) else read.crcs.result()
+            crcs = read.crcs if isinstance(read.crcs, list) else self._threads().wait(read.crcs)
             if self.verify:
                 self._check_crcs(read.info, read.block, read.chunks, crcs)
 
@@ -428,7 +429,7 @@ class Reader(Mapping[str, TensorInfo]):
         todo = list(chunks)
         self.bytes_read += sum(end - start for start, end in map(block.stored_range, todo))
         if len(todo) > 1:
-            list(self._threads().map(decode, todo))
+            self._threads().map(decode, todo)
         else:
             for i in todo:
                 decode(i)
@@ -511,9 +512,9 @@ class Reader(Mapping[str, TensorInfo]):
             raise LimitExceededError(f"shape {list(shape)} cannot be held by NumPy: {exc}",
                                      path=self.path, key=info.key) from None
 
-    def _threads(self) -> ThreadPoolExecutor:
+    def _threads(self) -> Workers:
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1))
+            self._pool = Workers(min(4, os.cpu_count() or 1))
         return self._pool
 
     # -- lifetime -------------------------------------------------------------
