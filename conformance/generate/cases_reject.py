@@ -62,10 +62,11 @@ class Rejects:
         self.files(name, requirements, category, description, {FILE: blob}, input=FILE)
 
     def files(self, name: str, requirements: list[str], category: str, description: str,
-              files: dict[str, bytes], input: str = DIRECTORY) -> None:
+              files: dict[str, bytes], input: str = DIRECTORY,
+              links: dict[str, str] | None = None) -> None:
         self.suite.read(f"reject.{name}", requirements=self._cite(requirements, category),
                         description=description, files=files, input=input,
-                        expect=error(category))
+                        expect=error(category), links=links)
 
     def index(self, name: str, requirements: list[str], category: str, description: str,
               mutation: Mutation, builder: Builder | None = None, **options: Any) -> None:
@@ -517,6 +518,27 @@ def shards(r: Rejects) -> None:
     r.directory("shard.is-a-directory", ["R-SHARD-002"], "NOT_FOUND",
                 "A valid directory checkpoint whose shard name is a directory, not a regular "
                 "file.", change=to_directory)
+    symlinked_shards(r)
+
+
+def symlinked_shards(r: Rejects) -> None:
+    """A shard name that is a symbolic link, to a valid shard or to another file: never
+    followed out of the checkpoint's directory [R-SHARD-002]. The case format cannot
+    hold a link, so the case declares it and the harness makes it in a copy."""
+    builder = directory_base()
+    files = builder.files(builder.index())
+    shard = files.pop("data-0.ocfd")
+    r.files("shard.symlink-to-valid-shard", ["R-SHARD-002"], "NOT_FOUND",
+            "A valid directory checkpoint whose shard data-0.ocfd is a symbolic link to the "
+            "same shard, byte for byte, outside the checkpoint directory.",
+            {**in_directory(files), "elsewhere/data-0.ocfd": shard},
+            links={f"{DIRECTORY}/data-0.ocfd": "../elsewhere/data-0.ocfd"})
+    r.files("shard.symlink-to-other-file", ["R-SHARD-002"], "NOT_FOUND",
+            "A directory checkpoint whose shard data-0.ocfd is a symbolic link to a file "
+            "that is no shard (a text file of the right length) outside the checkpoint "
+            "directory.",
+            {**in_directory(files), "elsewhere/notes.txt": b"root:x:0:0\n".ljust(len(shard))},
+            links={f"{DIRECTORY}/data-0.ocfd": "../elsewhere/notes.txt"})
 
 
 # -- tables ----------
@@ -1297,6 +1319,13 @@ def graph_cases(r: Rejects) -> None:
          "but that nothing reaches.",
          example(lambda n: n.extend([{"children": [["b", 8], ["root", 0]]},
                                      {"children": [["a", 7]]}])))
+    # Deeper than a recursive walk survives on a usual thread stack (8 MiB) [R-LIMIT-003].
+    depth = 100_000
+    chain: list[dict[str, Any]] = [{"children": [["a", n + 1]]} for n in range(depth - 1)]
+    case("deep-chain-then-unreachable", ["R-GRAPH-005", "R-LIMIT-003"],
+         f"A chain of {depth} nodes (root, then each node's one edge 'a' to the next) and one "
+         "more node that nothing reaches: only a walk that does not recurse gets to the end.",
+         [*chain, {"type_name": "Last"}, {"type_name": "Orphan"}])
     case("slot-of-unreachable-owner", ["R-GRAPH-005"],
          "The example graph with the root's edge to the optimizer removed: the optimizer and "
          "its slot node are unreachable.",

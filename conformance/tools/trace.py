@@ -57,6 +57,8 @@ MERGE_KEYS = {"id", "level", "requirements", "profiles", "description", "op", "i
               "save_id", "parts",
               "expect"}
 OK_KEYS = {"result", "tensors", "metadata", "object_graph"}
+# Keys a case.json may leave out: the symbolic links of a read case.
+OPTIONAL_KEYS = {"read": {"links"}, "write": set(), "merge": set()}
 
 
 @dataclass
@@ -187,7 +189,7 @@ def check_case(case: Any, directory: Path, group: str) -> list[str]:
     if op not in ("read", "write", "merge"):
         return [f"op is {op!r}, expected 'read', 'write' or 'merge'"]
     allowed = {"read": READ_KEYS, "write": WRITE_KEYS, "merge": MERGE_KEYS}[op]
-    unknown, missing = set(case) - allowed, allowed - set(case)
+    unknown, missing = set(case) - allowed - OPTIONAL_KEYS[op], allowed - set(case)
     if unknown:
         problems.append(f"unknown keys {sorted(unknown)}")
     if missing:
@@ -283,6 +285,26 @@ def _check_read(case: dict[str, Any], directory: Path, expect: Any, referenced: 
     else:
         # A file input inside a directory (D/index.ocf) references the whole directory.
         referenced.add(directory / Path(str(case["input"])).parts[0])
+    return problems + _check_links(case.get("links", {}), directory, referenced)
+
+
+def _check_links(links: Any, directory: Path, referenced: set[Path]) -> list[str]:
+    """``links`` maps new relative names to relative targets, files of the case."""
+    if not isinstance(links, dict):
+        return ["links must be an object of names to targets"]
+    problems = []
+    for name, target in links.items():
+        link = _inside(directory, name)
+        if link is None or link.exists() or link.is_symlink():
+            problems.append(f"link {name!r} is not a new relative name in the case")
+            continue
+        pointed = (link.parent / str(target)).resolve()
+        if not isinstance(target, str) or target.startswith("/") or \
+                not pointed.is_relative_to(directory.resolve()) or \
+                (pointed.exists() and not pointed.is_file()):
+            problems.append(f"link {name!r} points outside the case or to a non-file")
+            continue
+        referenced.add(directory / pointed.relative_to(directory.resolve()))
     return problems
 
 

@@ -164,7 +164,7 @@ def read_everything(path: Path, *, verify: bool) -> Outcome:
         tracemalloc.stop()
     if currently_in_test_context():  # --hypothesis-show-statistics: how far inputs get
         stage = "opened" if outcome.opened else "refused at open"
-        for category in sorted({e.category.value for e in outcome.errors}) or ["no error"]:
+        for category in sorted({e.label for e in outcome.errors}) or ["no error"]:
             event(f"verify={verify}: {stage}, {category}")
     return outcome
 

@@ -115,4 +115,4 @@ def test_each_error_path_raises_an_ocf_error_naming_the_file(case: Case,
     assert isinstance(error, case.builtin)
     assert error.path is not None
     assert Path(error.path).name == case.file
-    assert str(error).startswith(f"{error.category.value}: {error.path}: ")
+    assert str(error).startswith(f"{error.label}: {error.path}: ")

@@ -18,6 +18,7 @@ from ocf.format.errors import (
     MalformedError,
     NotFoundError,
     OCFError,
+    OutOfMemoryError,
     UnknownRequiredFeatureError,
     UnsupportedVersionError,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "MalformedError",
     "NotFoundError",
     "OCFError",
+    "OutOfMemoryError",
     "Reader",
     "Saver",
     "UnknownRequiredFeatureError",

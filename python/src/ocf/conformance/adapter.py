@@ -80,8 +80,9 @@ def handle(request: Message) -> Message:
             return write(request)
         if op == "merge":
             return merge(request)
-    except OCFError as exc:
-        return {"result": "error", "category": exc.category.value, "message": str(exc)}
+    except OCFError as exc:  # out of memory has no category: it says nothing of the file
+        category = None if exc.category is None else exc.category.value
+        return {"result": "error", "category": category, "message": str(exc)}
     except Exception as exc:  # not a format error: a bug here, or the environment
         traceback.print_exc()
         return _failure(f"{type(exc).__name__}: {exc}")

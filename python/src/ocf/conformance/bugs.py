@@ -43,7 +43,7 @@ import ocf.format.writer
 from ocf.format import dtypes
 from ocf.format.checksum import crc32c
 from ocf.format.index.model import Block, TensorInfo
-from ocf.format.object_graph import ObjectGraph
+from ocf.format.object_graph import Node, ObjectGraph, Origin
 from ocf.v1 import object_graph_pb2, tensor_pb2
 
 Bug = Callable[[], None]
@@ -234,6 +234,50 @@ def lax_shard_names() -> None:
     refused as INVALID.
     """
     _patch(ocf.format.index.decoding, "SHARD_NAME", re.compile(r".+", re.DOTALL))
+
+
+@bug("reject.graph.deep-chain-then-unreachable")
+def recursive_graph_walk() -> None:
+    """The object graph is walked by a recursive depth-first search.
+
+    Imitates a reader whose walks recurse [R-LIMIT-003]: a valid chain of a
+    hundred thousand nodes, a few hundred kilobytes of index, exhausts the
+    call stack (here Python's recursion limit; in C or C++ the thread's
+    stack, and the process dies) instead of being checked.
+    """
+    original = ocf.format.object_graph.origins
+
+    def recursive(nodes: list[Node]) -> list[Origin | None]:
+        seen = {0}
+
+        def visit(u: int) -> None:
+            for v in nodes[u].children.values():
+                if v not in seen:
+                    seen.add(v)
+                    visit(v)
+
+        visit(0)
+        return original(nodes)
+
+    _patch(ocf.format.object_graph, "origins", recursive)
+
+
+@bug("reject.shard.symlink-*")
+def follow_shard_links() -> None:
+    """A shard name that is a symbolic link is followed.
+
+    Imitates a reader that opens shard files with a plain open() [R-SHARD-002]:
+    a link planted under a shard's name makes it read a file outside the
+    checkpoint's directory (a valid shard of another checkpoint, or any file
+    the reader may read) instead of refusing it as NOT_FOUND.
+    """
+    original = ocf.format.storage.local._open_nonblocking
+
+    def following(path: str | os.PathLike[str], what: str, requirement: str | None,
+                  key: str | None = None, *, follow: bool = True) -> int:
+        return original(path, what, requirement, key, follow=True)
+
+    _patch(ocf.format.storage.local, "_open_nonblocking", following)
 
 
 @bug("reject.data.overlap-*")

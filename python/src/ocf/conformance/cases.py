@@ -10,7 +10,9 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import json
+import os
 import re
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +55,9 @@ class Case:
     save_id: str = ""  # merge: the save whose parts are merged
     parts: int = 0  # merge: how many parts
     profiles: tuple[str, ...] = ()  # every profile the case needs, its op's base first
+    # read: symbolic links (name, target) made in a copy of the case directory
+    # before the read, since a case directory in a repository cannot hold them.
+    links: tuple[tuple[str, str], ...] = ()
 
     @property
     def group(self) -> str:
@@ -117,7 +122,8 @@ def _case(data: dict[str, Any], directory: Path) -> Case:
                 op=op, expect=_expect(data.get("expect")), directory=directory,
                 profiles=_profiles(data.get("profiles", [BASE_PROFILE[op]]), op))
     if op == "read":
-        return dataclasses.replace(case, input=_inside(directory, _choice(data, "input", None)))
+        return dataclasses.replace(case, input=_inside(directory, _choice(data, "input", None)),
+                                   links=_links(data.get("links"), directory))
     if op == "merge":
         return _merge_case(case, data, directory)
     return dataclasses.replace(case, source=_inside(directory, _choice(data, "source", None)),
@@ -174,6 +180,43 @@ def _expect(expect: Any) -> dict[str, Any]:
     if missing:
         raise ValueError(f"'expect' of a successful case lacks {', '.join(missing)}")
     return expect
+
+
+def _links(value: Any, directory: Path) -> tuple[tuple[str, str], ...]:
+    """The symbolic links a read case declares: each a new relative name in the case
+    directory, pointing by a relative target to a path inside the case directory (which
+    need not exist: a dangling link is a case too)."""
+    if value is None:
+        return ()
+    if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise ValueError("'links' is not an object of names to targets")
+    root = directory.resolve()
+    for name, target in value.items():
+        link = directory / name
+        if not name or Path(name).is_absolute() or ".." in Path(name).parts or \
+                os.path.lexists(link):
+            raise ValueError(f"link {name!r} is not a new relative name in the case directory")
+        pointed = (link.parent / target).resolve()
+        if Path(target).is_absolute() or not pointed.is_relative_to(root):
+            raise ValueError(f"link {name!r} points to {target!r}, outside the case")
+    return tuple(sorted(value.items()))
+
+
+def materialize(case: Case, workdir: Path) -> Path:
+    """The input of a read case: in a copy of its directory under ``workdir`` with its
+    links made, when it declares links; else where it is."""
+    assert case.input is not None
+    if not case.links:
+        return case.input
+    copy = workdir / "linked" / case.id
+    if copy.exists():
+        shutil.rmtree(copy)
+    shutil.copytree(case.directory, copy, symlinks=True)
+    for name, target in case.links:
+        (copy / name).parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(target, copy / name)
+    return copy / case.input.relative_to(case.directory.resolve())
 
 
 def _inside(directory: Path, name: str) -> Path:

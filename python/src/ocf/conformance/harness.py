@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ocf.conformance import report, xfail
-from ocf.conformance.cases import Case, CaseError, claimed, load_cases
+from ocf.conformance.cases import Case, CaseError, claimed, load_cases, materialize
 from ocf.conformance.driver import Adapter, AdapterError, Message, StartError
 from ocf.conformance.judge import Verdict, judge
 from ocf.conformance.results import Outcome, Result
@@ -49,7 +49,7 @@ def request_for(case: Case, workdir: Path) -> tuple[Message, Path | None]:
     """The request that runs ``case``, and where a write case's output goes (for a
     merge case, the copy of its directory that the adapter merges in place)."""
     if case.op == "read":
-        return {"op": "read", "case": case.id, "path": str(case.input)}, None
+        return {"op": "read", "case": case.id, "path": str(materialize(case, workdir))}, None
     if case.op == "merge":
         assert case.input is not None
         output = workdir / "merged" / case.id / case.input.name

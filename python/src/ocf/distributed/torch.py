@@ -211,8 +211,8 @@ def _attempt(step: Callable[[], None], group: dist.ProcessGroup | None) -> _Stat
     try:
         step()
     except OCFError as exc:
-        return (type(exc).__name__, exc.category.value, exc.detail, exc.path, exc.key,
-                exc.requirement)
+        return (type(exc).__name__, None if exc.category is None else exc.category.value,
+                exc.detail, exc.path, exc.key, exc.requirement)
     except Exception as exc:  # the rank's environment (disk full, ...): still reported
         rank = dist.get_rank(group)
         return (type(exc).__name__, None, f"rank {rank}: {exc}", None, None, None)

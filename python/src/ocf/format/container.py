@@ -33,6 +33,7 @@ from ocf.format.errors import (
     UnsupportedVersionError,
 )
 from ocf.format.limits import MAX_INDEX_BYTES
+from ocf.format.memory import needing
 
 PREAMBLE_MAGIC = b"\x89OCF\r\n\x1a\n"
 PREAMBLE_SIZE = 64
@@ -153,7 +154,8 @@ def read_index_bytes(source: IndexSource) -> tuple[bytes, Footer]:
         check_preamble(source.pread(PREAMBLE_SIZE, 0), path)
         tail = source.pread(FOOTER_SIZE, size - FOOTER_SIZE)
     footer = parse_footer(tail, size, path)
-    data = source.pread(footer.index_length, footer.index_offset)
+    with needing(footer.index_length, "reading the index", path=path):
+        data = source.pread(footer.index_length, footer.index_offset)
     if crc32c(data) != footer.index_crc32c:
         raise IntegrityError(f"index checksum is {crc32c(data):#010x}, the footer says "
                              f"{footer.index_crc32c:#010x}", path=path,

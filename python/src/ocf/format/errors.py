@@ -5,6 +5,11 @@ closed list [R-ERR-001]. Each category is one subclass of :class:`OCFError`,
 which also subclasses the builtin a caller would naturally catch, so
 ``except FileNotFoundError`` still works for a missing checkpoint.
 
+One subclass has no category: :class:`OutOfMemoryError`, a checkpoint that
+needs more memory than the machine gives the reader. That is a failure of
+the reader's environment, not of the file, so it is none of the seven
+[R-ERR-003].
+
 Messages name what was wrong and where: the file, the tensor key when there
 is one, and the id of the violated requirement.
 """
@@ -30,7 +35,8 @@ class Category(enum.Enum):
 class OCFError(Exception):
     """Base of every error OCF raises about a checkpoint or its use."""
 
-    category: Category
+    # None only for OutOfMemoryError, a failure of the environment [R-ERR-003].
+    category: Category | None
 
     def __init__(
         self,
@@ -47,7 +53,7 @@ class OCFError(Exception):
         super().__init__(self._render())
 
     def _render(self) -> str:
-        parts = [f"{self.category.value}:"]
+        parts = [f"{self.label}:"]
         if self.path is not None:
             parts.append(f"{self.path}:")
         if self.key is not None:
@@ -59,6 +65,24 @@ class OCFError(Exception):
 
     def __str__(self) -> str:
         return self._render()
+
+    def located(self, path: str | os.PathLike[str] | None, key: str | None = None, *,
+                detail: str | None = None) -> OCFError:
+        """This error of the same class, naming ``path``, ``key`` (and ``detail``)
+        instead of its own: for a caller who knows the file or tensor an inner
+        step did not. Everything else, the requirement id included, is kept."""
+        clone = type(self).__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        clone.path = None if path is None else os.fspath(path)
+        clone.key = key
+        clone.detail = self.detail if detail is None else detail
+        Exception.__init__(clone, clone._render())
+        return clone
+
+    @property
+    def label(self) -> str:
+        """The category's name; OUT_OF_MEMORY for the one error outside the categories."""
+        return "OUT_OF_MEMORY" if self.category is None else self.category.value
 
 
 class MalformedError(OCFError, ValueError):
@@ -103,8 +127,25 @@ class NotFoundError(OCFError, FileNotFoundError, KeyError):
     category = Category.NOT_FOUND
 
 
+class OutOfMemoryError(OCFError, MemoryError):
+    """The reader could not get the memory a checkpoint needs [R-ERR-003].
+
+    Not a verdict on the file, so it has no category: the same file reads on
+    a machine with more memory, or with :meth:`ocf.Reader.read_into` into a
+    buffer the caller already holds. ``needed`` is the number of bytes the
+    failed step asked for.
+    """
+
+    category = None
+
+    def __init__(self, message: str, *, needed: int,
+                 path: str | os.PathLike[str] | None = None, key: str | None = None) -> None:
+        self.needed = needed
+        super().__init__(message, path=path, key=key, requirement="R-ERR-003")
+
+
 ERROR_CLASSES: dict[Category, type[OCFError]] = {
-    cls.category: cls
+    category: cls
     for cls in (
         MalformedError,
         InvalidError,
@@ -114,4 +155,5 @@ ERROR_CLASSES: dict[Category, type[OCFError]] = {
         LimitExceededError,
         NotFoundError,
     )
+    for category in [cls.category] if category is not None
 }

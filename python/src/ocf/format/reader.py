@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
+from contextlib import AbstractContextManager
 from math import prod
 from types import TracebackType
 from typing import NamedTuple
@@ -34,12 +35,14 @@ from ocf.format.errors import (
 from ocf.format.index.decoding import Index, decode_index
 from ocf.format.index.model import Block, Slice, TensorInfo
 from ocf.format.index.tables import SmallPlain
+from ocf.format.memory import allocate, needing
 from ocf.format.metadata import MetadataValue
 from ocf.format.object_graph import ObjectGraph, decode_graph
 from ocf.format.raw import check_bool, decode_strings
 from ocf.format.slicing import Box, as_array_index, chunks_touching, intersect, select
 from ocf.format.storage.backend import Input, backend_of
 from ocf.format.storage.location import Location, StorageOptions, locate
+from ocf.format.workers import Workers
 
 # Limit of the bytes read with one system call for a run of small tensors,
 # and the size from which checksums of mapped data go to worker threads.
@@ -96,7 +99,7 @@ class Reader(Mapping[str, TensorInfo]):
         self._verified: set[tuple[int, int, int]] = set()
         # Per key stored in slices: its boxes' first and past-the-end indices.
         self._slice_bounds: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: Workers | None = None
         # Per mapped shard, all its bytes, that views are sliced from.
         self._whole_maps: dict[int, memoryview] = {}
         self._shards: list[Input] = []
@@ -126,7 +129,8 @@ class Reader(Mapping[str, TensorInfo]):
         self.format_version = (footer.format_major, footer.format_minor)
         # Tells this checkpoint from one written over it later (ocf.objects.sources).
         self.index_identity = (footer.index_length, footer.index_crc32c)
-        return decode_index(data, str(own.path), footer.index_offset)
+        with needing(len(data), "decoding the index", path=own.path):
+            return decode_index(data, str(own.path), footer.index_offset)
 
     # -- mapping interface ----------------------------------------------------
 
@@ -158,8 +162,10 @@ class Reader(Mapping[str, TensorInfo]):
         Checked on first use, so that reading by name never pays for it.
         """
         if self._graph is None and self.index.graph_message is not None:
-            self._graph = decode_graph(self.index.graph_message, self.index.tensors,
-                                       str(self.path))
+            with needing(self.index_identity[0], "the object graph of this index",
+                         path=self.path):
+                self._graph = decode_graph(self.index.graph_message, self.index.tensors,
+                                           str(self.path))
         return self._graph
 
     # -- reading --------------------------------------------------------------
@@ -174,9 +180,10 @@ class Reader(Mapping[str, TensorInfo]):
         if block is None or block.compression is not Codec.NONE or info.dtype.is_bytes \
                 or not self._shards[block.shard].mappable:
             return self.read_tensor(key)
-        raw = self._mapped(block)
-        self._verify_chunks(info, block, range(block.chunk_count), raw)
-        return self._materialize(info, raw, info.shape)
+        with self._memory_for(info):  # mapping a shard takes address space too
+            raw = self._mapped(block)
+            self._verify_chunks(info, block, range(block.chunk_count), raw)
+            return self._materialize(info, raw, info.shape)
 
     def _plain_view(self, key: str) -> np.ndarray | None:
         """The view :meth:`get_tensor` returns for a mapped tensor of one uncompressed
@@ -210,10 +217,48 @@ class Reader(Mapping[str, TensorInfo]):
     def read_tensor(self, key: str) -> np.ndarray:
         """The tensor ``key`` as a new, writable array that owns its memory."""
         info = self[key]
-        if info.block is None:
-            return self._read_region(info, ((0,) * len(info.shape), info.shape))
-        raw = self._read_block(info, info.block)
-        return self._materialize(info, raw, info.shape)
+        with self._memory_for(info):
+            if info.block is None:
+                return self._read_region(info, ((0,) * len(info.shape), info.shape))
+            raw = self._read_block(info, info.block)
+            return self._materialize(info, raw, info.shape)
+
+    def read_into(self, key: str, out: np.ndarray) -> np.ndarray:
+        """Read the tensor ``key`` into ``out``, an array the caller already holds; return it.
+
+        ``out`` is writable, C-contiguous, of the tensor's shape and dtype.
+        Nothing the size of the tensor is allocated: at most one zstd chunk
+        per worker thread, or for a tensor stored in slices one slice, so a
+        tensor as large as free memory still reads [R-ERR-003]. Byte
+        strings have no fixed size and are refused (use read_tensor).
+        """
+        info = self[key]
+        numpy_dtype = info.dtype.numpy
+        if numpy_dtype is None:
+            raise InvalidError("a tensor of byte strings cannot be read into an array of fixed "
+                               "size; use read_tensor", path=self.path, key=key)
+        if out.shape != info.shape or out.dtype != numpy_dtype or not out.flags.c_contiguous \
+                or not out.flags.writeable:
+            raise InvalidError(
+                f"out is {'a writable' if out.flags.writeable else 'a read-only'} "
+                f"{'' if out.flags.c_contiguous else 'non-contiguous '}{out.dtype} array of "
+                f"shape {list(out.shape)}; the tensor needs a writable C-contiguous "
+                f"{numpy_dtype} array of shape {list(info.shape)}", path=self.path, key=key)
+        # What is still allocated: a decoded chunk, or one slice's bytes.
+        needed = info.block.raw_chunk_size if info.block is not None else \
+            max((b.raw_length for b in info.blocks), default=0)
+        with needing(needed, "reading this tensor into the given array", path=self.path,
+                     key=info.key):
+            if info.block is not None:
+                raw = out.reshape(-1).view(np.uint8)
+                self._fill(info, info.block, raw)
+                self._materialize(info, raw, info.shape)  # checks bool bytes
+                return out
+            for piece in info.slices:
+                window = tuple(slice(s, s + e) for s, e in zip(piece.start, piece.extent))
+                out[window] = self._block_region(info, piece.block, piece.extent,
+                                                 ((0,) * len(piece.extent), piece.extent))
+        return out
 
     def read_tensors(self, keys: Iterable[str]) -> dict[str, np.ndarray]:
         """New writable arrays for ``keys``; neighbouring small tensors are read together.
@@ -236,7 +281,7 @@ class Reader(Mapping[str, TensorInfo]):
                     info.dtype.is_bytes:
                 result[key] = self.read_tensor(key)
                 continue
-            out = np.empty(block.raw_length, dtype=np.uint8)
+            out = self._buffer(info, block.raw_length)
             reads += self._start_plain_read(info, block, out.data)
             buffers.append((info, out))
         self._finish_reads(reads)
@@ -251,7 +296,7 @@ class Reader(Mapping[str, TensorInfo]):
         """Read tensors ``first`` to ``last`` of ``small`` with one system call."""
         offsets, lengths = small.offsets, small.raw_lengths
         start = offsets[first]
-        buffer = np.empty(offsets[last] + lengths[last] - start, dtype=np.uint8)
+        buffer = self._buffer(self[small.keys[first]], offsets[last] + lengths[last] - start)
         self._shards[small.shards[first]].read_into(buffer.data, start)
         self.bytes_read += buffer.size
         keys, crcs, numpy_dtypes, shapes = small.keys, small.crcs, small.dtypes, small.shapes
@@ -273,7 +318,8 @@ class Reader(Mapping[str, TensorInfo]):
         """``tensor[index]`` for basic NumPy indices, reading only the chunks it needs."""
         info = self[key]
         selection = select(index, info.shape)
-        result: np.ndarray = selection.apply(self._read_region(info, selection.box)).copy()
+        with self._memory_for(info):
+            result: np.ndarray = selection.apply(self._read_region(info, selection.box)).copy()
         return result
 
     def verify_tensor(self, key: str) -> None:
@@ -322,7 +368,7 @@ class Reader(Mapping[str, TensorInfo]):
         todo = [i for i in wanted if (block.shard, block.offset, i) not in self._verified]
         view = raw.data
         if block.raw_length >= _READ_GROUP and len(todo) > 1:
-            crcs = list(self._threads().map(lambda i: self._crcs(block, view, [i])[0], todo))
+            crcs = self._threads().map(lambda i: self._crcs(block, view, [i])[0], todo)
         else:
             crcs = self._crcs(block, view, todo)
         self._check_crcs(info, block, todo, crcs)
@@ -338,14 +384,32 @@ class Reader(Mapping[str, TensorInfo]):
                 f"has CRC-32C {crc:#010x}, the index says {block.chunk_crcs[chunk]:#010x}",
                 path=self.path, key=info.key, requirement="R-CRC-001")
 
+    def _memory_for(self, info: TensorInfo) -> AbstractContextManager[None]:
+        """Reading ``info``: out of memory names it, its file and its raw bytes [R-ERR-003].
+
+        Every buffer of a read is sized by the index, whose checks bound it by
+        the file: a block of CODEC_NONE lies in its shard, a zstd block holds
+        at most 32768 raw bytes per stored byte [R-LIMIT-003].
+        """
+        return needing(sum(b.raw_length for b in info.blocks), "reading this tensor",
+                       path=self.path, key=info.key)
+
+    def _buffer(self, info: TensorInfo, nbytes: int, *, zeroed: bool = False) -> np.ndarray:
+        return allocate(nbytes, np.uint8, "reading this tensor", path=self.path, key=info.key,
+                        zeroed=zeroed)
+
     def _read_block(self, info: TensorInfo, block: Block) -> np.ndarray:
         """All raw bytes of a block, read (not mapped) into a new buffer."""
-        out = np.empty(block.raw_length, dtype=np.uint8)
+        out = self._buffer(info, block.raw_length)
+        self._fill(info, block, out)
+        return out
+
+    def _fill(self, info: TensorInfo, block: Block, out: np.ndarray) -> None:
+        """Read (and decode) all raw bytes of a block into ``out``, a uint8 array."""
         if block.compression is Codec.NONE:
             self._read_plain(info, block, out.data)
         else:
             self._decode_chunks(info, block, range(block.chunk_count), out)
-        return out
 
     def _read_plain(self, info: TensorInfo, block: Block, out: memoryview) -> None:
         self._finish_reads(self._start_plain_read(info, block, out))
@@ -398,7 +462,7 @@ class Reader(Mapping[str, TensorInfo]):
     def _finish_reads(self, reads: list[_GroupRead]) -> None:
         """Wait for group reads and check their checksums, in order."""
         for read in reads:
-            crcs = read.crcs if isinstance(read.crcs, list) else read.crcs.result()
+            crcs = read.crcs if isinstance(read.crcs, list) else self._threads().wait(read.crcs)
             if self.verify:
                 self._check_crcs(read.info, read.block, read.chunks, crcs)
 
@@ -432,7 +496,7 @@ class Reader(Mapping[str, TensorInfo]):
         todo = list(chunks)
         self.bytes_read += sum(end - start for start, end in map(block.stored_range, todo))
         if len(todo) > 1:
-            list(self._threads().map(decode, todo))
+            self._threads().map(decode, todo)
         else:
             for i in todo:
                 decode(i)
@@ -449,12 +513,12 @@ class Reader(Mapping[str, TensorInfo]):
             raw = self._mapped(block)
             self._verify_chunks(info, block, iter(chunks.tolist()), raw)
         elif block.compression is Codec.NONE:  # an object: fetch only those chunks
-            raw = np.zeros(block.raw_length, dtype=np.uint8)
+            raw = self._buffer(info, block.raw_length, zeroed=True)
             self._read_chunks(info, block, chunks.tolist(), raw.data)
         else:
             # Zero-filled pages are only allocated once written: decoding the
             # chunks that hold the region touches nothing else.
-            raw = np.zeros(block.raw_length, dtype=np.uint8)
+            raw = self._buffer(info, block.raw_length, zeroed=True)
             self._decode_chunks(info, block, iter(chunks.tolist()), raw)
         return self._materialize(info, raw, shape, window)
 
@@ -465,7 +529,7 @@ class Reader(Mapping[str, TensorInfo]):
             return region
         dtype = object if info.dtype.numpy is None else info.dtype.numpy
         try:
-            out = np.empty(box[1], dtype=dtype)
+            out = allocate(box[1], dtype, "reading this tensor", path=self.path, key=info.key)
         except ValueError as exc:  # a valid shape NumPy cannot represent
             raise LimitExceededError(f"shape {list(box[1])} cannot be held by NumPy: {exc}",
                                      path=self.path, key=info.key) from None
@@ -510,15 +574,14 @@ class Reader(Mapping[str, TensorInfo]):
                 check_bool(array)
             return array
         except OCFError as exc:
-            raise type(exc)(exc.detail, path=self.path, key=info.key,
-                            requirement=exc.requirement) from None
+            raise exc.located(self.path, info.key) from None
         except ValueError as exc:  # a valid shape NumPy cannot represent
             raise LimitExceededError(f"shape {list(shape)} cannot be held by NumPy: {exc}",
                                      path=self.path, key=info.key) from None
 
-    def _threads(self) -> ThreadPoolExecutor:
+    def _threads(self) -> Workers:
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1))
+            self._pool = Workers(min(4, os.cpu_count() or 1))
         return self._pool
 
     # -- lifetime -------------------------------------------------------------

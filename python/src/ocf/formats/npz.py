@@ -40,6 +40,7 @@ import numpy as np
 from ocf.format import dtypes
 from ocf.format.errors import InvalidError, LimitExceededError, MalformedError, OCFError
 from ocf.format.limits import MAX_ELEMENTS, MAX_RANK, MAX_TENSORS, nonzero_product
+from ocf.format.memory import allocate, out_of_memory
 from ocf.format.reader import Reader
 from ocf.format.storage.local import atomic_output
 from ocf.format.writer import Writer
@@ -57,6 +58,10 @@ PIECE_BYTES = 1 << 20  # decompressed per read
 # What a damaged archive makes zipfile raise (UnicodeDecodeError: a name flagged
 # UTF-8 that is not; NotImplementedError: a ZIP feature it lacks). Encrypted
 # members (RuntimeError) are refused before zipfile opens them.
+# How zlib.error reports Z_MEM_ERROR: out of memory, not a damaged archive [R-ERR-003].
+_ZLIB_OUT_OF_MEMORY = "insufficient memory"
+# What zlib allocates to inflate: a 32 KiB window and its state, rounded up.
+_INFLATE_MEMORY = 1 << 16
 _ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, NotImplementedError, EOFError,
                UnicodeDecodeError)
 
@@ -73,8 +78,10 @@ def _read_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo, path: str
                                  f"shape {list(shape)}, the member holds {data_length}",
                                  path=path, key=key)
         # C-ordered little-endian, as OCF stores it; a Fortran-ordered member holds
-        # the elements of the transpose in C order.
-        array = np.empty(shape, dtype.newbyteorder("<"))
+        # the elements of the transpose in C order. The size is the member's, which
+        # _check_member bounded by the bytes the file holds.
+        array = allocate(shape, dtype.newbyteorder("<"), "reading this array", path=path,
+                         key=key)
         target = array.T if fortran else array
         flat = target.reshape(-1) if target.flags.c_contiguous else target.flat
         step = max(1, PIECE_BYTES // dtype.itemsize)
@@ -195,6 +202,9 @@ def to_ocf(src: str | os.PathLike[str], dst: str | os.PathLike[str], **options: 
         except OCFError as exc:  # the Writer refuses names OCF cannot hold (empty, NUL)
             raise with_path(exc, path, key) from None
         except _ZIP_ERRORS as exc:
+            if isinstance(exc, zlib.error) and _ZLIB_OUT_OF_MEMORY in str(exc):
+                raise out_of_memory(_INFLATE_MEMORY, "inflating this member", path=path,
+                                    key=key) from None
             raise MalformedError(f"not a readable .npz (ZIP) archive: {exc}", path=path,
                                  key=key) from None
 

@@ -33,7 +33,7 @@ def with_path(exc: OCFError, path: str | os.PathLike[str], key: str | None = Non
     """``exc`` naming the file (and tensor) being converted, unless it names a file."""
     if exc.path is not None:
         return exc
-    return type(exc)(exc.detail, path=path, key=exc.key or key, requirement=exc.requirement)
+    return exc.located(path, exc.key or key)
 
 
 def open_source(path: str) -> BufferedReader:

@@ -143,7 +143,6 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], *,
             try:
                 target.load().from_ocf(middle, dst_s)
             except OCFError as exc:  # name the user's file, not the temporary one
-                raise type(exc)(exc.detail, path=src_s, key=exc.key,
-                                requirement=exc.requirement) from None
+                raise exc.located(src_s, exc.key) from None
     return source.name, target.name
 

@@ -43,6 +43,7 @@ import numpy as np
 from ocf.format import dtypes
 from ocf.format.errors import InvalidError, LimitExceededError, MalformedError, OCFError
 from ocf.format.limits import MAX_ELEMENTS, MAX_RANK, MAX_TENSORS, nonzero_product
+from ocf.format.memory import needing
 from ocf.format.metadata import MetadataValue
 from ocf.format.reader import Reader
 from ocf.format.storage.local import atomic_output
@@ -106,8 +107,8 @@ def read_header(f: Any, path: str, file_size: int) -> Header:
     if _LENGTH.size + length > file_size:
         raise MalformedError(f"header length {length} runs past the end of the "
                              f"{file_size}-byte file", path=path)
-    raw = f.read(length)
-    fields = _parse_json(raw, path)
+    with needing(length, "reading the header", path=path):
+        fields = _parse_json(f.read(length), path)
     metadata, order = _metadata(fields.pop(_HEADER_FIELD, None), path)
     if len(fields) > MAX_TENSORS:
         raise LimitExceededError(f"{len(fields)} tensors exceed the limit of {MAX_TENSORS}",
@@ -231,8 +232,9 @@ def _check_tiling(entries: list[Entry], data_length: int, path: str) -> None:
 
 def read_tensor(fd: int, entry: Entry, header: Header, path: str) -> np.ndarray:
     """The values of ``entry``, read from the open safetensors file ``fd``."""
-    length = entry.end - entry.begin
-    data = os.pread(fd, length, header.data_start + entry.begin)
+    length = entry.end - entry.begin  # within the file: read_header checked the tiling
+    with needing(length, "reading this tensor", path=path, key=entry.name):
+        data = os.pread(fd, length, header.data_start + entry.begin)
     if len(data) != length:
         raise MalformedError(f"read {len(data)} of {length} bytes; the file shrank",
                              path=path, key=entry.name)

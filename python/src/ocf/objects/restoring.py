@@ -210,8 +210,7 @@ class _Session:
             if exc.path is not None and (exc.key is not None or key is None):
                 raise
             assert self.reader is not None
-            raise type(exc)(exc.detail, path=exc.path or self.reader.path,
-                            key=exc.key or key, requirement=exc.requirement) from None
+            raise exc.located(exc.path or self.reader.path, exc.key or key) from None
 
     def _deferred(self, node: int) -> Callable[[object], None]:
         def restore_child(child: object) -> None:

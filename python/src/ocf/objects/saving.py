@@ -112,8 +112,7 @@ def _naming(path: str) -> Iterator[None]:
     except OCFError as exc:
         if exc.key is not None or exc.path is not None:
             raise
-        raise type(exc)(f"object {path or '(root)'!r}: {exc.detail}",
-                        requirement=exc.requirement) from None
+        raise exc.located(None, detail=f"object {path or '(root)'!r}: {exc.detail}") from None
 
 
 def _check(name: str, what: str, owner: object) -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from io import BufferedReader
 from types import TracebackType
 
@@ -39,6 +40,7 @@ from ocf.format.errors import (
     NotFoundError,
     UnknownRequiredFeatureError,
 )
+from ocf.format.memory import needing
 from ocf.format.storage.local import open_regular
 from ocf.tensorflow import dtypes, sstable, strings
 from ocf.tensorflow.encoding import masked_crc32c
@@ -76,7 +78,8 @@ class BundleReader:
         data = self._read_index()
         # Tells this checkpoint from one written over it later (ocf.objects.sources).
         self.index_identity = (len(data), crc32c(data))
-        entries = sstable.read_table(data, path=self.index_path, verify=verify)
+        with needing(len(data), "decoding the index", path=self.index_path):
+            entries = sstable.read_table(data, path=self.index_path, verify=verify)
         if not entries or entries[0][0] != b"":
             raise MalformedError(
                 "the first index entry is not the header (empty key)", path=self.index_path
@@ -94,7 +97,8 @@ class BundleReader:
                     f"index of {size} bytes exceeds the limit of {MAX_INDEX_FILE_BYTES}",
                     path=self.index_path,
                 )
-            data = f.read()
+            with needing(size, "reading the index", path=self.index_path):
+                data = f.read()
         self.bytes_read += len(data)
         return data
 
@@ -140,9 +144,10 @@ class BundleReader:
         """The whole tensor; a partitioned one is assembled from its slices."""
         entry = self.entry(key)
         _check_supported(entry, self.index_path)
-        if entry.slices is None:
-            return self._read_stored(entry, key)
-        return self._assemble(entry)
+        with self._memory_for(entry, key):
+            if entry.slices is None:
+                return self._read_stored(entry, key)
+            return self._assemble(entry)
 
     def read_slice(self, key: str, index: int) -> np.ndarray:
         """Stored slice ``index`` (as ordered in ``entry(key).slices``) of a partitioned tensor."""
@@ -156,7 +161,19 @@ class BundleReader:
                 key=key,
             )
         _check_supported(entry, self.index_path)
-        return self._read_stored(self._slice_entry(entry, index), key)
+        part = self._slice_entry(entry, index)
+        with self._memory_for(part, key):
+            return self._read_stored(part, key)
+
+    def _memory_for(self, entry: TFEntry, key: str) -> AbstractContextManager[None]:
+        """Reading ``entry``: out of memory names it, the index and its bytes [R-ERR-003].
+
+        Sizes are checked against the data files before any allocation (the
+        module's docstring), so only a valid tensor can need more than is free.
+        """
+        itemsize = 1 if entry.dtype is None else entry.dtype.itemsize
+        return needing(entry.num_elements * itemsize, "reading this tensor",
+                       path=self.index_path, key=key)
 
     def _slice_entry(self, parent: TFEntry, index: int) -> TFEntry:
         assert parent.slices is not None

@@ -22,6 +22,7 @@ import numpy as np
 
 from ocf.format import dtypes
 from ocf.format.errors import NotFoundError
+from ocf.format.memory import needing
 from ocf.format.object_graph import ObjectGraph
 from ocf.objects.sources import (
     ForeignFormat,
@@ -70,7 +71,9 @@ class TFSource:
         """The checked OCF view of the stored object graph; None for a name-based
         checkpoint (a tf.compat.v1 Saver's)."""
         if not self._graph_read:
-            self._graph = read_tf_graph(self.bundle, self._keys)
+            with needing(self.bundle.index_identity[0], "the object graph of this checkpoint",
+                         path=self.bundle.index_path):
+                self._graph = read_tf_graph(self.bundle, self._keys)
             self._graph_read = True
         return self._graph
 

@@ -25,6 +25,7 @@ from ocf.format.errors import (
 from ocf.format.index.model import Shard
 from ocf.format.index.tables import Tables
 from ocf.format.limits import MAX_FILE_OFFSET, MAX_SHARDS
+from ocf.format.memory import out_of_memory
 from ocf.format.metadata import MetadataValue, decode_map
 from ocf.v1 import index_pb2, object_graph_pb2
 
@@ -34,6 +35,10 @@ SUPPORTED_FEATURES: frozenset[str] = frozenset()
 # Marks a part index (spec/parts.md): understood only by the merge, so that
 # every reader of checkpoints refuses a part index [R-PART-001].
 PART_FEATURE = "part"
+
+# How protobuf's parser (upb) ends the message of the DecodeError it raises when its
+# arena cannot grow: out of memory, which is not a format error [R-ERR-003].
+PARSER_OUT_OF_MEMORY = "Arena alloc failed"
 
 SHARD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
 # Names Windows reserves for devices, with or without an extension [R-SHARD-005].
@@ -69,7 +74,12 @@ def decode_index(data: bytes, path: str, index_offset: int, *, part: bool = Fals
     message = index_pb2.Index()
     try:
         message.ParseFromString(data)
-    except (DecodeError, RecursionError, ValueError) as exc:
+    except DecodeError as exc:
+        if str(exc).endswith(PARSER_OUT_OF_MEMORY):
+            raise out_of_memory(len(data), "parsing the index", path=path) from None
+        raise MalformedError(f"index does not parse as ocf.v1.Index: {exc}", path=path,
+                             requirement="R-FILE-007") from None
+    except (RecursionError, ValueError) as exc:
         raise MalformedError(f"index does not parse as ocf.v1.Index: {exc}", path=path,
                              requirement="R-FILE-007") from None
     known = SUPPORTED_FEATURES | {PART_FEATURE} if part else SUPPORTED_FEATURES

@@ -1,0 +1,129 @@
+"""Worker threads for a reader, which finish their work even when no thread can start.
+
+A reader reads, checksums and decodes chunks on a few threads. When memory
+runs out, a new thread can die before it starts, and CPython's
+``Thread.start()`` (which ``ThreadPoolExecutor`` uses) then waits forever
+for it: a read under memory pressure hangs instead of failing. These
+workers are started without that wait, and whoever waits for a job runs
+queued jobs itself, so every job is run, by a worker or by the caller, and
+a memory error in one reaches the caller as an exception [R-ERR-003].
+"""
+
+from __future__ import annotations
+
+import _thread
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+# A worker with nothing to do for this long ends; the next job starts another.
+_IDLE_SECONDS = 5.0
+
+T = TypeVar("T")
+U = TypeVar("U")
+
+
+class _Job:
+    __slots__ = ("arguments", "function", "future")
+
+    def __init__(self, function: Callable[..., Any], arguments: tuple[Any, ...]) -> None:
+        self.future: Future[Any] = Future()
+        self.function = function
+        self.arguments = arguments
+
+    def run(self) -> None:
+        if not self.future.set_running_or_notify_cancel():
+            return
+        try:
+            result = self.function(*self.arguments)
+        except BaseException as exc:  # the caller of wait() gets it, MemoryError included
+            self.future.set_exception(exc)
+        else:
+            self.future.set_result(result)
+
+
+class Workers:
+    """Up to ``count`` threads running submitted jobs, started as jobs arrive."""
+
+    def __init__(self, count: int) -> None:
+        self._count = count
+        self._started = 0
+        self._running = 0  # jobs being run by workers
+        self._jobs: deque[_Job] = deque()
+        self._ready = threading.Condition()
+        self._closed = False
+
+    def submit(self, function: Callable[..., T], *arguments: Any) -> Future[T]:
+        job = _Job(function, arguments)
+        with self._ready:
+            self._jobs.append(job)
+            self._ready.notify()
+            start = self._started < self._count and not self._closed
+            if start:
+                self._started += 1
+        if start:
+            self._start_thread()
+        return job.future
+
+    def wait(self, future: Future[T]) -> T:
+        """The result of ``future``; queued jobs are run here until it is done."""
+        while not future.done():
+            job = self._take()
+            if job is None:
+                break  # the job is running on a worker, which finishes it
+            job.run()
+        return future.result()
+
+    def map(self, function: Callable[[U], T], items: Iterable[U]) -> list[T]:
+        """``function`` of each item, in order, run on the workers and here."""
+        futures = [self.submit(function, item) for item in items]
+        try:
+            return [self.wait(f) for f in futures]
+        except BaseException:
+            for future in futures:  # what has not started yet never will
+                future.cancel()
+            raise
+
+    def shutdown(self) -> None:
+        """Cancel queued jobs, wait for running ones, and let the workers end."""
+        with self._ready:
+            self._closed = True
+            for job in self._jobs:
+                job.future.cancel()
+            self._jobs.clear()
+            self._ready.notify_all()
+            while self._running:
+                self._ready.wait()
+
+    def _take(self) -> _Job | None:
+        with self._ready:
+            return self._jobs.popleft() if self._jobs else None
+
+    def _start_thread(self) -> None:
+        try:
+            # Not threading.Thread: its start() waits for the thread to report, forever
+            # when the thread dies of MemoryError first. Without a thread, waiters run jobs.
+            _thread.start_new_thread(self._serve, ())
+        except RuntimeError:  # no thread to be had (memory, process limits)
+            with self._ready:
+                self._started -= 1
+
+    def _serve(self) -> None:
+        while True:
+            with self._ready:
+                while not self._jobs and not self._closed:
+                    if not self._ready.wait(_IDLE_SECONDS) and not self._jobs:
+                        break  # idle: a reader nobody closed keeps no thread
+                if not self._jobs:
+                    self._started -= 1
+                    return
+                job = self._jobs.popleft()
+                self._running += 1
+            try:
+                job.run()
+            finally:
+                with self._ready:
+                    self._running -= 1
+                    self._ready.notify_all()

@@ -1,0 +1,81 @@
+"""The reader's worker threads (ocf.format.workers): every job runs, by a worker or by
+whoever waits for it, so a read finishes (or fails) even when no thread can start."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+from ocf.format.workers import Workers
+
+
+def test_without_any_thread_the_waiter_runs_every_job_in_order() -> None:
+    workers = Workers(0)  # as if no thread could be started
+    ran_on: list[int] = []
+
+    def job(i: int) -> int:
+        ran_on.append(threading.get_ident())
+        return i * i
+
+    assert workers.map(job, range(6)) == [0, 1, 4, 9, 16, 25]
+    assert set(ran_on) == {threading.get_ident()}
+    workers.shutdown()
+
+
+def test_jobs_run_on_workers_and_the_first_error_in_order_is_raised() -> None:
+    workers = Workers(3)
+    threads: set[int] = set()
+
+    def job(i: int) -> int:
+        threads.add(threading.get_ident())
+        time.sleep(0.01)
+        if i in (4, 6):
+            raise ValueError(f"job {i}")
+        return i
+
+    with pytest.raises(ValueError, match="job 4"):
+        workers.map(job, range(8))
+    assert len(threads) >= 2  # the waiter and at least one worker
+    assert workers.map(str, [1, 2]) == ["1", "2"]
+    workers.shutdown()
+
+
+def test_shutdown_waits_for_running_jobs_and_cancels_queued_ones() -> None:
+    workers = Workers(1)
+    started, release = threading.Event(), threading.Event()
+    finished: list[str] = []
+
+    def slow() -> None:
+        started.set()
+        release.wait(5)
+        finished.append("slow")
+
+    running = workers.submit(slow)
+    assert started.wait(5)
+    queued = workers.submit(finished.append, "queued")
+    threading.Timer(0.2, release.set).start()
+    workers.shutdown()
+    assert running.done()
+    assert queued.cancelled()
+    assert finished == ["slow"]
+
+
+def test_with_no_memory_for_a_thread_the_jobs_still_run() -> None:
+    code = textwrap.dedent("""
+        import resource
+        from ocf.format.workers import Workers
+        with open("/proc/self/statm") as f:
+            pages = int(f.read().split()[0])
+        limit = pages * resource.getpagesize() + (256 << 10)  # no room for a thread's stack
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        print(Workers(4).map(abs, range(-8, 0)))
+    """)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[8, 7, 6, 5, 4, 3, 2, 1]"
