@@ -249,9 +249,11 @@ def command_tf_write() -> dict[str, Any]:
     return facts
 
 
-def read_tf_prefix(prefix: str, expected: dict[str, np.ndarray]) -> dict[str, Any]:
+def read_tf_prefix(prefix: str, expected: dict[str, np.ndarray], cast: bool = False
+                   ) -> dict[str, Any]:
     fresh, fresh_opt = plain(22)
-    status = ocf.Checkpoint(model=fresh, optimizer=fresh_opt).restore(prefix, partial=True)
+    status = ocf.Checkpoint(model=fresh, optimizer=fresh_opt).restore(prefix, partial=True,
+                                                                     cast=cast)
     return {"ocf_unmatched_objects": status.unmatched_object_paths(holding_values=True),
             "ocf_unmatched_checkpoint": status.unmatched_checkpoint_paths(holding_values=True),
             "ocf_restored_same": same(values(fresh, fresh_opt), expected)}
@@ -259,12 +261,18 @@ def read_tf_prefix(prefix: str, expected: dict[str, np.ndarray]) -> dict[str, An
 
 def command_tf_read() -> dict[str, Any]:
     written = json.loads((OUT / "tensorflow-tf-write.json").read_text())
-    expected = dict(np.load(OUT / "tf-values.npz"))
-    facts = read_tf_prefix(written["prefix"], expected)
-    # The OCF checkpoint the TensorFlow backend wrote, strictly, on this backend.
+    # Keras counts iterations in int64 on TensorFlow and torch, in int32 on JAX (without
+    # x64): a restore across backends casts that one value, and says so when not asked to.
+    expected = {key: value.astype(np.int32) if value.dtype == np.int64 else value
+                for key, value in np.load(OUT / "tf-values.npz").items()}
+    facts = read_tf_prefix(written["prefix"], expected, cast=True)
     model, opt = plain(24)
-    facts["ocf_other_backend_error"] = failure(
+    facts["ocf_other_backend_uncast"] = failure(
         lambda: ocf.Checkpoint(model=model, optimizer=opt).restore(OUT / "from-keras.ocf"))
+    # The OCF checkpoint the TensorFlow backend wrote, strictly, on this backend.
+    facts["ocf_other_backend_error"] = failure(
+        lambda: ocf.Checkpoint(model=model, optimizer=opt).restore(OUT / "from-keras.ocf",
+                                                                    cast=True))
     facts["ocf_other_backend_same"] = same(values(model, opt), expected)
     facts["tensorflow_imported"] = "tensorflow" in sys.modules
     return facts

@@ -182,8 +182,18 @@ def test_tf_checkpoint_restores_on_the_jax_backend_without_tensorflow(
 
 def test_ocf_checkpoint_written_on_one_backend_restores_on_another(
         tf_interop: dict[str, dict[str, Any]]) -> None:
-    assert tf_interop["jax"]["ocf_other_backend_error"] is None  # strict
+    assert tf_interop["jax"]["ocf_other_backend_error"] is None  # strict, with cast=True
     assert tf_interop["jax"]["ocf_other_backend_same"]
+
+
+def test_iteration_counter_of_another_width_needs_cast_and_the_error_says_so(
+        tf_interop: dict[str, dict[str, Any]]) -> None:
+    """Keras keeps it in int64 on TensorFlow, in int32 on JAX."""
+    failure = tf_interop["jax"]["ocf_other_backend_uncast"]
+    assert failure is not None
+    assert "optimizer/_iterations/.value" in failure["message"]
+    assert "int64" in failure["message"]
+    assert "cast=True" in failure["message"]
 
 
 def test_converted_ocf_checkpoint_of_keras_model_restores_in_tensorflow(
