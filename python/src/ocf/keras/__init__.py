@@ -23,6 +23,11 @@ values when Keras builds them (:mod:`ocf.keras.builds`); a restore into a
 model not built yet needs ``partial=True`` and ``status.assert_consumed()``
 once it is, as for any restore-on-create.
 
+A checkpoint written on one backend restores on another with
+``cast=True``: Keras keeps the optimizer's iteration counter in int64 on
+TensorFlow and torch and in int32 on JAX (without x64), and a restore
+refuses a value of another dtype unless told to cast it.
+
 Flat: :func:`save_file` / :func:`load_file` for a mapping of tensors.
 
 Needs the ``keras`` extra: ``pip install 'ocf[keras]'`` (and a backend).
