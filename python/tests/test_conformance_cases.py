@@ -104,7 +104,9 @@ def test_suite_has_every_kind_of_case() -> None:
     merge_categories = {case.values[1]["expect"].get("category") for case in MERGE_CASES}
     assert {None, "NOT_FOUND", "INVALID", "INTEGRITY"} <= merge_categories
     size = sum(p.stat().st_size for p in CASES.rglob("*") if p.is_file())
-    assert size < 2 << 20, f"conformance/cases holds {size} bytes; keep tensors tiny"
+    # Tensors stay tiny; the largest case is a 100,000-node graph (about 1.1 MB, linear
+    # graph handling is what it tests), so the whole suite fits in 3 MiB.
+    assert size < 3 << 20, f"conformance/cases holds {size} bytes; keep tensors tiny"
 
 
 def _copy_case(tmp_path: Path, case_id: str) -> Path:
