@@ -57,15 +57,15 @@ PIECE_BYTES = 1 << 20  # decompressed per read
 # What a damaged archive makes zipfile raise (UnicodeDecodeError: a name flagged
 # UTF-8 that is not; NotImplementedError: a ZIP feature it lacks). Encrypted
 # members (RuntimeError) are refused before zipfile opens them.
-_ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, NotImplementedError, EOFError,
+ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, NotImplementedError, EOFError,
                UnicodeDecodeError)
 
 
-def _read_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo, path: str
+def read_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo, path: str
                  ) -> np.ndarray:
     key = member.filename[: -len(MEMBER_SUFFIX)]
     with archive.open(member) as f:
-        dtype, shape, fortran = _read_npy_header(f, path, key)
+        dtype, shape, fortran = read_npy_header(f, path, key)
         size = int(np.prod(shape, dtype=object)) * dtype.itemsize
         data_length = member.file_size - f.tell()
         if size != data_length:
@@ -97,7 +97,7 @@ def _read_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo, path: str
 _HEADER_ERRORS = (ValueError, SyntaxError, TypeError, RecursionError, tokenize.TokenError)
 
 
-def _read_npy_header(f: IO[bytes], path: str, key: str
+def read_npy_header(f: IO[bytes], path: str, key: str
                      ) -> tuple[np.dtype[Any], tuple[int, ...], bool]:
     try:
         version = np.lib.format.read_magic(f)
@@ -136,7 +136,8 @@ def _read_npy_header(f: IO[bytes], path: str, key: str
     return dtype, shape, fortran
 
 
-def _members(archive: zipfile.ZipFile, path: str, file_size: int) -> list[zipfile.ZipInfo]:
+def checked_members(archive: zipfile.ZipFile, path: str, file_size: int
+                    ) -> list[zipfile.ZipInfo]:
     members = archive.infolist()
     if len(members) > MAX_TENSORS:
         raise LimitExceededError(f"{len(members)} members exceed the limit of {MAX_TENSORS} "
@@ -186,15 +187,15 @@ def to_ocf(src: str | os.PathLike[str], dst: str | os.PathLike[str], **options: 
         key = None
         try:
             with zipfile.ZipFile(source) as archive:
-                members = _members(archive, path, file_size)
+                members = checked_members(archive, path, file_size)
                 with Writer(dst, **options) as writer:
                     for member in members:
                         key = member.filename[: -len(MEMBER_SUFFIX)]
-                        writer.write(key, _read_member(archive, member, path))
+                        writer.write(key, read_member(archive, member, path))
                     key = None  # what commit refuses concerns no one tensor
         except OCFError as exc:  # the Writer refuses names OCF cannot hold (empty, NUL)
             raise with_path(exc, path, key) from None
-        except _ZIP_ERRORS as exc:
+        except ZIP_ERRORS as exc:
             raise MalformedError(f"not a readable .npz (ZIP) archive: {exc}", path=path,
                                  key=key) from None
 

@@ -36,6 +36,7 @@ import os
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
+from math import prod
 from typing import Any, NoReturn
 
 import numpy as np
@@ -230,14 +231,31 @@ def _check_tiling(entries: list[Entry], data_length: int, path: str) -> None:
 
 
 def read_tensor(fd: int, entry: Entry, header: Header, path: str) -> np.ndarray:
-    """The values of ``entry``, read from the open safetensors file ``fd``."""
-    length = entry.end - entry.begin
-    data = os.pread(fd, length, header.data_start + entry.begin)
-    if len(data) != length:
-        raise MalformedError(f"read {len(data)} of {length} bytes; the file shrank",
-                             path=path, key=entry.name)
+    """The values of ``entry`` as a new array, read from the open safetensors file ``fd``."""
+    return read_elements(fd, entry, header, path, 0, prod(entry.shape)).reshape(entry.shape)
+
+
+def read_elements(fd: int, entry: Entry, header: Header, path: str, begin: int, end: int
+                  ) -> np.ndarray:
+    """Elements ``begin`` to ``end`` (C order, flattened) of ``entry``, as a new array."""
     assert entry.dtype.numpy is not None  # safetensors has no variable-length dtype
-    return np.frombuffer(data, dtype=entry.dtype.numpy).reshape(entry.shape)
+    itemsize = entry.dtype.itemsize
+    out = np.empty((end - begin) * itemsize, dtype=np.uint8)
+    offset = header.data_start + entry.begin + begin * itemsize
+    got = os.preadv(fd, [out.data], offset) if out.size else 0
+    if got != out.size:
+        raise MalformedError(f"read {got} of {out.size} bytes; the file shrank",
+                             path=path, key=entry.name)
+    return out.view(entry.dtype.numpy)
+
+
+def ocf_metadata(header: Header) -> dict[str, MetadataValue]:
+    """The OCF metadata keeping what a safetensors header holds besides tensors."""
+    metadata: dict[str, MetadataValue] = {ORDER_KEY: {
+        "metadata": list(header.metadata_order), "tensors": [e.name for e in header.entries]}}
+    if header.metadata is not None:
+        metadata[METADATA_KEY] = dict(header.metadata)
+    return metadata
 
 
 def to_ocf(src: str | os.PathLike[str], dst: str | os.PathLike[str], **options: Any) -> None:
@@ -248,10 +266,7 @@ def to_ocf(src: str | os.PathLike[str], dst: str | os.PathLike[str], **options: 
     path = os.fspath(src)
     with open_source(path) as f:
         header = read_header(f, path, os.fstat(f.fileno()).st_size)
-        metadata: dict[str, object] = {ORDER_KEY: {
-            "metadata": header.metadata_order, "tensors": [e.name for e in header.entries]}}
-        if header.metadata is not None:
-            metadata[METADATA_KEY] = header.metadata
+        metadata = ocf_metadata(header)
         key = None
         try:  # the Writer refuses names OCF cannot hold (empty, NUL, too long)
             with Writer(dst, metadata=metadata, **options) as writer:

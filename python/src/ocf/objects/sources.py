@@ -29,9 +29,11 @@ from typing import Protocol
 import numpy as np
 
 from ocf.format.container import INDEX_FILE_NAME, PREAMBLE_MAGIC
+from ocf.format.metadata import MetadataValue
 from ocf.format.object_graph import ObjectGraph
 from ocf.format.reader import Reader
 from ocf.format.storage.location import StorageOptions, url_scheme
+from ocf.objects.pieces import Piece
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,15 @@ class Source(Protocol):
     def object_graph(self) -> ObjectGraph | None:
         """The checked object graph, or None for a name-based checkpoint."""
 
+    @property
+    def metadata(self) -> dict[str, MetadataValue]:
+        """The checkpoint's metadata as OCF holds it (converting the checkpoint to
+        OCF writes exactly this); empty when the format has none."""
+
+    @property
+    def format_name(self) -> str:
+        """The checkpoint's format, for people: "OCF", "TensorFlow", "safetensors"..."""
+
     def keys(self) -> list[str]:
         """Every tensor key."""
 
@@ -70,12 +81,21 @@ class Source(Protocol):
     def get_tensor(self, key: str) -> np.ndarray:
         """Tensor ``key``, possibly a read-only view of the file (no copy)."""
 
+    def read_piece(self, key: str, piece: Piece) -> np.ndarray:
+        """``tensor[piece.index]`` as a new array, reading little more than its bytes
+        (see ocf.objects.pieces). Reading a tensor's pieces in order checks what
+        reading it whole checks."""
+
     @property
     def identity(self) -> tuple[int, int]:
         """The length and CRC-32C of the index as opened: equal for every opening of
         one checkpoint, different (but for a CRC collision) once it is replaced."""
 
     def close(self) -> None: ...
+
+    def __enter__(self) -> Source: ...
+
+    def __exit__(self, *exc: object) -> None: ...
 
 
 class OCFSource:
@@ -91,6 +111,12 @@ class OCFSource:
     @property
     def object_graph(self) -> ObjectGraph | None:
         return self.reader.object_graph
+
+    @property
+    def metadata(self) -> dict[str, MetadataValue]:
+        return self.reader.metadata
+
+    format_name = "OCF"
 
     def keys(self) -> list[str]:
         return list(self.reader)
@@ -111,12 +137,21 @@ class OCFSource:
     def get_tensor(self, key: str) -> np.ndarray:
         return self.reader.get_tensor(key)
 
+    def read_piece(self, key: str, piece: Piece) -> np.ndarray:
+        return self.reader.get_slice(key, piece.index, mapped=False)
+
     @property
     def identity(self) -> tuple[int, int]:
         return self.reader.index_identity
 
     def close(self) -> None:
         self.reader.close()
+
+    def __enter__(self) -> OCFSource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def is_ocf_checkpoint(path: str | os.PathLike[str]) -> bool:
@@ -145,6 +180,9 @@ class ForeignFormat:
     name: str
     is_checkpoint: Callable[[str], bool]  # called with a local path that is not OCF
     open: Callable[[str, bool], Source]  # (path, verify)
+    # The latest checkpoint a directory's own state file names (TensorFlow's
+    # ``checkpoint``), for ocf.latest_checkpoint; None for a format without one.
+    latest: Callable[[str], str | None] | None = None
 
 
 _FOREIGN_FORMATS: list[ForeignFormat] = []
@@ -165,6 +203,15 @@ def foreign_format(path: str | os.PathLike[str]) -> ForeignFormat | None:
         return None
     text = os.fspath(path)
     return next((f for f in _FOREIGN_FORMATS if f.is_checkpoint(text)), None)
+
+
+def foreign_latest(directory: str) -> str | None:
+    """The latest checkpoint a registered format's state file in ``directory`` names."""
+    for found in _FOREIGN_FORMATS:
+        latest = None if found.latest is None else found.latest(directory)
+        if latest is not None:
+            return latest
+    return None
 
 
 def open_source(path: str | os.PathLike[str], *, verify: bool = True,
