@@ -49,6 +49,7 @@ from ocf.format.reader import Reader
 from ocf.format.storage.local import atomic_output
 from ocf.format.writer import Writer
 from ocf.formats.output import open_source, warn_dropped, with_path
+from ocf.objects.pieces import pieces
 
 METADATA_KEY = "safetensors.metadata"
 ORDER_KEY = "safetensors.order"
@@ -331,7 +332,11 @@ def header_bytes(entries: Mapping[str, tuple[str, tuple[int, ...], int, int]],
 
 
 def from_ocf(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
-    """Write the tensors of the OCF checkpoint ``src`` as the safetensors file ``dst``."""
+    """Write the tensors of the OCF checkpoint ``src`` as the safetensors file ``dst``.
+
+    The header is computed from the index first; the data then streams
+    through in pieces (ocf.objects.pieces), so memory stays bounded.
+    """
     with Reader(src) as reader:
         if _HEADER_FIELD in reader:
             raise InvalidError(f"a tensor named {_HEADER_FIELD} would be read back as the "
@@ -355,6 +360,8 @@ def from_ocf(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
         with atomic_output(dst) as out:
             out.write(header)
             for name in names:
-                # A zero-copy view of the checkpoint when stored uncompressed, as raw bytes.
-                raw = np.ascontiguousarray(reader.get_tensor(name)).reshape(-1).view(np.uint8)
-                out.write(raw.data)
+                # In pieces read (not mapped) from the checkpoint: memory holds one piece,
+                # whatever the size of the tensors.
+                for piece in pieces(reader[name].shape, reader[name].dtype.itemsize):
+                    values = reader.get_slice(name, piece.index, mapped=False)
+                    out.write(np.ascontiguousarray(values).reshape(-1).view(np.uint8).data)
