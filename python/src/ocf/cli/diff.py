@@ -3,7 +3,8 @@
 Compared, in order: tensor keys (only in A, only in B); for keys in both,
 dtype and shape; for tensors of one shape, their values; the checkpoints'
 metadata (as OCF holds it, so a safetensors file and its OCF conversion
-compare equal); and the object graphs, walked from both roots at once along
+compare equal; keys recording only a layout, like ``safetensors.order``, are
+storage and not compared); and the object graphs, walked from both roots at once along
 edges of the same name. A TensorFlow checkpoint and its OCF conversion
 compare equal: both are read through ocf.objects.sources.
 
@@ -34,6 +35,9 @@ from ocf.objects.sources import Source, TensorSummary
 
 # float64 bytes per piece, per side.
 PIECE_BYTES = 8 << 20
+# Metadata recording only how a format laid the tensors out (the order of a safetensors
+# file's data buffer), which is storage like OCF's layout and codecs: not compared.
+LAYOUT_METADATA = frozenset({"safetensors.order"})
 
 
 @dataclass
@@ -107,7 +111,9 @@ def compare(a: Source, b: Source, tolerance: Tolerance,
             found = compare_tensor(a, b, key, tolerance, advance)
             if found is not None:
                 report.tensors.append(found)
-    report.metadata = metadata_differences(a.metadata, b.metadata)
+    report.metadata = metadata_differences(
+        {k: v for k, v in a.metadata.items() if k not in LAYOUT_METADATA},
+        {k: v for k, v in b.metadata.items() if k not in LAYOUT_METADATA})
     report.objects = graph_differences(a.object_graph, b.object_graph)
     return report
 

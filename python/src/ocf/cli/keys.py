@@ -32,8 +32,12 @@ def matching(keys: Sequence[str], pattern: str, path: str) -> list[str]:
 
 
 def nearest(keys: Sequence[str], wanted: str) -> list[str]:
-    """Up to MAX_SUGGESTIONS keys close to ``wanted``: those below it, then look-alikes."""
+    """Up to MAX_SUGGESTIONS keys close to ``wanted``: those below it, then those with
+    it as a path component (``net/step/.ATTRIBUTES/VARIABLE_VALUE``), then look-alikes."""
     below = [k for k in keys if k.startswith((wanted + "/", wanted + "."))]
+    if not below:
+        inner = "/" + wanted.strip("/") + "/"
+        below = [k for k in keys if inner in "/" + k + "/"]
     if below:
         return sorted(below, key=len)[:MAX_SUGGESTIONS]
     return difflib.get_close_matches(wanted, keys, n=MAX_SUGGESTIONS, cutoff=0.6)
