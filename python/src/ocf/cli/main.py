@@ -28,6 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ocf._version import __version__
+from ocf.cli.convert_command import convert
 from ocf.cli.diff_command import ERROR as DIFF_ERROR
 from ocf.cli.diff_command import diff
 from ocf.cli.inspect_command import inspect
@@ -36,25 +37,6 @@ from ocf.cli.tree import tree
 from ocf.cli.verify_command import verify
 from ocf.format.errors import OCFError
 from ocf.formats.registry import names as format_names
-
-
-def convert(args: argparse.Namespace) -> int:
-    from ocf.formats.registry import convert as run  # formats load their modules lazily
-
-    options = {name: value for name, value in (
-        ("layout", args.layout), ("compression", args.compression),
-        ("chunk_size", args.chunk_size)) if value is not None}
-    if options.get("compression") == "none":
-        options["compression"] = None
-    try:
-        source, target = run(args.src, args.dst, to=args.to, source_format=args.source_format,
-                             **options)
-    except ImportError as exc:  # a format whose framework is not installed names its extra
-        print(f"ocf convert: {exc}", file=sys.stderr)
-        return 1
-    print(f"converted {args.src} ({source}) -> {args.dst} ({target})")
-    return 0
-
 
 PATH_HELP = ("a checkpoint: OCF file or directory, managed directory, TensorFlow prefix or "
              "directory, .safetensors file, .npz archive")

@@ -15,6 +15,7 @@ from typing import Protocol
 
 MIN_BYTES = 256 << 20
 MIN_BYTES_VARIABLE = "OCF_PROGRESS_MIN_BYTES"
+DEFAULT_SIZE = (80, 24)  # columns, lines
 
 
 class Progress(Protocol):
@@ -45,5 +46,18 @@ def progress(total_bytes: int, what: str) -> Progress:
     except ImportError:  # the cli extra is not installed: no bar, same results
         return _Silent()
     bar: Progress = tqdm(total=total_bytes, desc=what, unit="B", unit_scale=True,
-                    unit_divisor=1024, file=sys.stderr, leave=False, dynamic_ncols=True)
+                         unit_divisor=1024, file=sys.stderr, leave=False,
+                         **_width())
     return bar
+
+
+def _width() -> dict[str, object]:
+    """Follow the terminal's size; a terminal reporting none (a new pseudo-terminal,
+    ``script``) gets DEFAULT_SIZE, where tqdm would draw nothing."""
+    try:
+        size = os.get_terminal_size(sys.stderr.fileno())
+    except OSError:
+        size = os.terminal_size((0, 0))
+    if size.columns > 0 and size.lines > 0:
+        return {"dynamic_ncols": True}
+    return {"ncols": DEFAULT_SIZE[0], "nrows": DEFAULT_SIZE[1]}

@@ -43,7 +43,7 @@ from ocf.format.limits import MAX_ELEMENTS, MAX_RANK, MAX_TENSORS, nonzero_produ
 from ocf.format.reader import Reader
 from ocf.format.storage.local import atomic_output
 from ocf.format.writer import Writer
-from ocf.formats.output import open_source, warn_dropped, with_path
+from ocf.formats.output import open_source, warn_dropped, with_path, written
 
 MEMBER_SUFFIX = ".npy"
 # The OCF dtypes NumPy has built in; .npy files name only these.
@@ -191,7 +191,9 @@ def to_ocf(src: str | os.PathLike[str], dst: str | os.PathLike[str], **options: 
                 with Writer(dst, **options) as writer:
                     for member in members:
                         key = member.filename[: -len(MEMBER_SUFFIX)]
-                        writer.write(key, read_member(archive, member, path))
+                        array = read_member(archive, member, path)
+                        writer.write(key, array)
+                        written(array.nbytes)
                     key = None  # what commit refuses concerns no one tensor
         except OCFError as exc:  # the Writer refuses names OCF cannot hold (empty, NUL)
             raise with_path(exc, path, key) from None
@@ -220,5 +222,6 @@ def from_ocf(src: str | os.PathLike[str], dst: str | os.PathLike[str], *,
                 zipfile.ZipFile(out, "w", compression=method, allowZip64=True) as archive:
             for key in reader:
                 with archive.open(key + MEMBER_SUFFIX, "w", force_zip64=True) as member:
-                    np.lib.format.write_array(member, reader.read_tensor(key),
-                                              allow_pickle=False)
+                    array = reader.read_tensor(key)
+                    np.lib.format.write_array(member, array, allow_pickle=False)
+                    written(array.nbytes)

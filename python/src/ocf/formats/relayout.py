@@ -15,7 +15,7 @@ from typing import Any
 from ocf.format.errors import InvalidError, OCFError
 from ocf.format.reader import Reader
 from ocf.format.writer import Writer
-from ocf.formats.output import with_path
+from ocf.formats.output import with_path, written
 
 
 def relayout(src: str | os.PathLike[str], dst: str | os.PathLike[str], **options: Any) -> None:
@@ -29,7 +29,9 @@ def relayout(src: str | os.PathLike[str], dst: str | os.PathLike[str], **options
         try:
             with Writer(dst, metadata=reader.metadata, **options) as writer:
                 for key in reader:
-                    writer.write(key, reader.read_tensor(key))
+                    array = reader.read_tensor(key)
+                    writer.write(key, array)
+                    written(array.nbytes)
                 key = None
                 if graph is not None:
                     writer.set_object_graph(graph.nodes)

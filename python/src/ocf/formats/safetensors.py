@@ -48,7 +48,7 @@ from ocf.format.metadata import MetadataValue
 from ocf.format.reader import Reader
 from ocf.format.storage.local import atomic_output
 from ocf.format.writer import Writer
-from ocf.formats.output import open_source, warn_dropped, with_path
+from ocf.formats.output import open_source, warn_dropped, with_path, written
 from ocf.objects.pieces import pieces
 
 METADATA_KEY = "safetensors.metadata"
@@ -274,6 +274,7 @@ def to_ocf(src: str | os.PathLike[str], dst: str | os.PathLike[str], **options: 
                 for entry in header.entries:
                     key = entry.name
                     writer.write(key, read_tensor(f.fileno(), entry, header, path))
+                    written(entry.end - entry.begin)
                 key = None  # what commit refuses concerns no one tensor
         except OCFError as exc:
             raise with_path(exc, path, key) from None
@@ -364,4 +365,6 @@ def from_ocf(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
                 # whatever the size of the tensors.
                 for piece in pieces(reader[name].shape, reader[name].dtype.itemsize):
                     values = reader.get_slice(name, piece.index, mapped=False)
-                    out.write(np.ascontiguousarray(values).reshape(-1).view(np.uint8).data)
+                    raw = np.ascontiguousarray(values).reshape(-1).view(np.uint8)
+                    out.write(raw.data)
+                    written(raw.size)
