@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +14,16 @@ from samples import every_dtype
 @pytest.fixture
 def arrays() -> dict[str, np.ndarray]:
     return every_dtype()
+
+
+@pytest.fixture(scope="session")
+def tf_generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Checkpoints written by real TensorFlow (tf_support.py generate), once a session."""
+    import tf_support
+
+    out = tmp_path_factory.mktemp("tf_generated")
+    tf_support.run("generate", str(out))
+    return out
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import tf_support
 from cli_support import Written, run, run_json, write_every_format
 
 import ocf
@@ -30,12 +29,9 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> Written:
     return write_every_format(tmp_path_factory.mktemp("formats"))
 
 
-@pytest.fixture(scope="module")
-def tf_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Checkpoints written by real TensorFlow (tf_support.generate)."""
-    out = tmp_path_factory.mktemp("tf")
-    tf_support.run("generate", str(out))
-    return out
+@pytest.fixture
+def tf_dir(tf_generated: Path) -> Path:
+    return tf_generated
 
 
 @pytest.mark.parametrize("name", list(FORMAT_OF))

@@ -25,7 +25,9 @@ Writing follows the safetensors package: tensors in the recorded order
 (then any others by descending dtype, as the package sorts them, then by
 name), compact JSON with ``__metadata__`` first, the header padded with
 spaces to a multiple of 8 bytes. A file the package wrote therefore
-converts to OCF and back to the same bytes. Other OCF metadata and an
+converts to OCF and back to the same bytes. The checkpoint's other metadata
+entries that are strings join ``__metadata__`` (after those of
+``safetensors.metadata``, which win a clash); entries of other types and an
 object graph have no place in safetensors: they are dropped with a warning.
 """
 
@@ -54,6 +56,7 @@ from ocf.objects.pieces import pieces
 METADATA_KEY = "safetensors.metadata"
 ORDER_KEY = "safetensors.order"
 _HEADER_FIELD = "__metadata__"
+_OWN_KEYS = (METADATA_KEY, ORDER_KEY)
 _LENGTH = struct.Struct("<Q")
 # The safetensors package refuses larger headers; so does this reader.
 MAX_HEADER_BYTES = 100_000_000
@@ -308,15 +311,22 @@ def _safetensors_dtype(reader: Reader, key: str) -> str:
 
 
 def _user_metadata(reader: Reader, key_order: list[str]) -> dict[str, str] | None:
+    """The ``__metadata__`` to write: ``safetensors.metadata``, then the checkpoint's
+    other string-valued entries (safetensors holds strings only), in recorded order."""
     value: MetadataValue = reader.metadata.get(METADATA_KEY)
-    if value is None:
-        return None
-    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+    if value is not None and (not isinstance(value, dict) or
+                              not all(isinstance(v, str) for v in value.values())):
         raise InvalidError(f"metadata {METADATA_KEY!r} must be a map of strings to strings "
                            "to be written as safetensors __metadata__", path=reader.path)
-    ordered = [k for k in dict.fromkeys(key_order) if k in value]
-    ordered += sorted(k for k in value if k not in set(ordered))
-    return {k: value[k] for k in ordered}  # type: ignore[misc]
+    found: dict[str, str] = {k: v for k, v in (value or {}).items() if isinstance(v, str)}
+    for key, text in reader.metadata.items():
+        if isinstance(text, str) and key not in _OWN_KEYS and key not in found:
+            found[key] = text
+    if value is None and not found:
+        return None
+    ordered = [k for k in dict.fromkeys(key_order) if k in found]
+    ordered += sorted(k for k in found if k not in set(ordered))
+    return {k: found[k] for k in ordered}
 
 
 def header_bytes(entries: Mapping[str, tuple[str, tuple[int, ...], int, int]],
@@ -353,9 +363,9 @@ def from_ocf(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
                              position + size)
             position += size
         header = header_bytes(entries, _user_metadata(reader, key_order))
-        warn_dropped("OCF metadata other than safetensors.*",
-                     (k for k in reader.metadata if k not in (METADATA_KEY, ORDER_KEY)),
-                     "safetensors")
+        warn_dropped("metadata other than strings",
+                     (k for k, v in reader.metadata.items()
+                      if k not in _OWN_KEYS and not isinstance(v, str)), "safetensors")
         if reader.object_graph is not None:
             warn_dropped("an object graph", ["(object graph)"], "safetensors")
         with atomic_output(dst) as out:
