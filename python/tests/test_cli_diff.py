@@ -159,3 +159,12 @@ def test_errors_exit_2_with_a_json_error_document(tmp_path: Path) -> None:
     done = run("diff", good, str(broken))
     assert done.returncode == 2
     assert done.stderr.startswith("MALFORMED:")
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf", "x"])
+def test_a_negative_or_non_finite_tolerance_is_a_usage_error(tmp_path: Path,
+                                                             value: str) -> None:
+    good = save(tmp_path / "a.ocf", {"x": np.ones(3)})
+    done = run("diff", good, good, "--rtol", value)
+    assert done.returncode == 2
+    assert "--rtol" in done.stderr

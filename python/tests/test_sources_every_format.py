@@ -113,3 +113,31 @@ def test_a_tensorflow_tensor_read_in_pieces_is_checksummed(tmp_path: Path) -> No
             opened.read_piece("w", piece)  # type: ignore[union-attr]
         with pytest.raises(ocf.IntegrityError, match="checksum mismatch"):
             opened.read_piece("w", plan[-1])  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("name", ["safetensors", "npz"])
+def test_torch_and_jax_load_file_read_foreign_formats_too(written: Written, name: str) -> None:
+    import ocf.jax
+    import ocf.torch
+
+    tensors = ocf.torch.load_file(written.paths[name])
+    arrays = ocf.jax.load_file(written.paths[name], ["dense/kernel"])
+    expected = written.tensors["dense/kernel"]
+    np.testing.assert_array_equal(tensors["dense/kernel"].numpy(), expected)
+    np.testing.assert_array_equal(np.asarray(arrays["dense/kernel"]), expected)
+    assert tensors["step"].item() == 42
+
+
+def test_a_partitioned_tensorflow_tensor_reads_in_pieces(tmp_path: Path) -> None:
+    from ocf.tensorflow import BundleWriter
+
+    values = np.arange(40 * 30, dtype=np.float32).reshape(40, 30)
+    prefix = str(tmp_path / "parts")
+    with BundleWriter(prefix) as writer:
+        writer.add_slice("w", values.shape, (0, 0), values[:25])
+        writer.add_slice("w", values.shape, (25, 0), values[25:])
+    with ocf.open(prefix) as opened:
+        out = np.zeros_like(values)
+        for piece in pieces(values.shape, 4, 4 * 30 * 7):  # 7 rows: across the slices
+            out[piece.index] = opened.read_piece("w", piece)  # type: ignore[union-attr]
+    np.testing.assert_array_equal(out, values)

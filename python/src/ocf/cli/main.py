@@ -42,6 +42,13 @@ PATH_HELP = ("a checkpoint: OCF file or directory, managed directory, TensorFlow
              "directory, .safetensors file, .npz archive")
 
 
+def _tolerance(text: str) -> float:
+    value = float(text)
+    if not value >= 0 or value == float("inf"):  # also refuses NaN
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number >= 0")
+    return value
+
+
 def _json_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true",
                         help="print one JSON document (schema: ocf/cli/schemas/)")
@@ -77,10 +84,10 @@ def _parser() -> argparse.ArgumentParser:
         "metadata, object graphs; exit 0 equal, 1 different, 2 error")
     p.add_argument("a", help=PATH_HELP)
     p.add_argument("b", help="the checkpoint to compare it with, of any format")
-    p.add_argument("--rtol", type=float, default=0.0, metavar="R",
+    p.add_argument("--rtol", type=_tolerance, default=0.0, metavar="R",
                    help="relative tolerance: |a - b| <= atol + rtol * |b| is equal "
                    "(default 0: exact)")
-    p.add_argument("--atol", type=float, default=0.0, metavar="A",
+    p.add_argument("--atol", type=_tolerance, default=0.0, metavar="A",
                    help="absolute tolerance (default 0: exact)")
     _json_option(p)
     p.set_defaults(run=diff, error_status=DIFF_ERROR)

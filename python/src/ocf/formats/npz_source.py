@@ -7,7 +7,7 @@ checks them (ocf.formats.npz): sizes against the file, never pickle. A piece
 of a tensor is read from the member's stream; pieces read in order share
 one stream, so going through a deflated member piece by piece decompresses
 it once. A Fortran-ordered member, whose C-order runs are not contiguous in
-the file, is read whole for each piece. An npz archive has no checksums
+the file, is read whole once and kept for its next pieces. An npz archive has no checksums
 beyond ZIP's CRC-32 of each member, which zipfile checks at the member's end.
 """
 
@@ -80,6 +80,7 @@ class NpzSource:
         self._infos = {i.filename[: -len(MEMBER_SUFFIX)]: i for i in infos}
         self._members: dict[str, _Member] = {}
         self._stream: _Stream | None = None
+        self._whole: tuple[str, np.ndarray] | None = None  # the last Fortran-ordered member
 
     @property
     def path(self) -> str:
@@ -138,8 +139,14 @@ class NpzSource:
 
     def read_piece(self, key: str, piece: Piece) -> np.ndarray:
         member = self._member(key)
-        if member.fortran or piece.size == prod(member.shape):
-            return self.read_tensor(key)[piece.index]
+        if piece.size == prod(member.shape):
+            return self.read_tensor(key)
+        if member.fortran:  # C-order runs are scattered in the file: read it whole once
+            if self._whole is None or self._whole[0] != key:
+                self._whole = None  # freed before the next one is read
+                self._whole = (key, self.read_tensor(key))
+            result: np.ndarray = self._whole[1][piece.index].copy()
+            return result
         with self._guard(key):
             stream = self._stream_at(key, member, piece.begin)
             length = piece.size * member.dtype.itemsize
@@ -174,6 +181,7 @@ class NpzSource:
         return self._identity
 
     def close(self) -> None:
+        self._whole = None
         self._close_stream()
         self._archive.close()
         self._file.close()

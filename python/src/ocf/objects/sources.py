@@ -7,15 +7,20 @@ the object graph (spec/objects.md) when there is one. :class:`Source` is
 that interface. An OCF checkpoint provides it through :class:`ocf.Reader`;
 a TensorFlow checkpoint through ``ocf.tensorflow.source``, which maps
 TensorFlow's object graph onto OCF's, so the same restore code, with the
-same status assertions, serves both.
+same status assertions, serves both; safetensors files and npz archives
+through ``ocf.formats.safetensors_source`` and ``ocf.formats.npz_source``.
+``ocf.open``, ``ocf.load_file`` and every ``ocf`` command read through it
+too, the commands piece by piece (:meth:`Source.read_piece`,
+ocf.objects.pieces) so that memory stays bounded.
 
 :func:`open_source` picks by what is at the path: an OCF file (its magic
 bytes) or directory (``index.ocf``) is OCF; otherwise a TensorFlow prefix
 (``PREFIX.index`` exists) or a directory with TensorFlow's ``checkpoint``
-state file is TensorFlow. Foreign formats are registered by their adapters
-(:func:`register_foreign_format`); this module knows none of them. A URL
-(``s3://...``) is always OCF, read through fsspec with the ``storage_options``
-given: TensorFlow checkpoints are read from local files only.
+state file is TensorFlow; a ``.safetensors`` or ``.npz`` file is what its
+suffix says. Foreign formats are registered by their adapters
+(:func:`register_foreign_format`, done by ``import ocf``); this module
+knows none of them. A URL (``s3://...``) is always OCF, read through fsspec
+with the ``storage_options`` given: other formats are read from local files only.
 """
 
 from __future__ import annotations

@@ -87,6 +87,8 @@ class BundleReader:
         self._entries: dict[str, TFEntry] = {}
         # Per tensor read in order by read_elements: the next element and the CRC so far.
         self._running: dict[str, tuple[int, int]] = {}
+        # The last partitioned or string tensor read_elements assembled, for its next piece.
+        self._assembled: tuple[str, np.ndarray] | None = None
 
     def _read_index(self) -> bytes:
         with open_regular(self.index_path, "TensorFlow checkpoint index") as f:
@@ -168,13 +170,18 @@ class BundleReader:
         the ranges are read in order from the first element to the last (as
         a reader going through a tensor piece by piece does); a tensor read
         out of order is not checked. Partitioned and string tensors are read
-        whole, and checked, each time.
+        whole, and checked, once for all their pieces (the last one is kept).
         """
         entry = self.entry(key)
         _check_supported(entry, self.index_path)
-        if entry.slices is not None or entry.dtype is None or (begin, end) == (
-                0, entry.num_elements):
-            return self.read(key).reshape(-1)[begin:end]
+        if (begin, end) == (0, entry.num_elements):
+            return self.read(key).reshape(-1)
+        if entry.slices is not None or entry.dtype is None:
+            if self._assembled is None or self._assembled[0] != key:
+                self._assembled = None  # freed before the next one is read
+                self._assembled = (key, self.read(key).reshape(-1))
+            part: np.ndarray = self._assembled[1][begin:end].copy()
+            return part
         path = self._check_stored(entry, key)
         itemsize = entry.dtype.itemsize
         handle, _ = self._file(entry.shard_id, key)
@@ -338,6 +345,7 @@ class BundleReader:
     # Lifetime.
 
     def close(self) -> None:
+        self._assembled = None
         for handle, _ in self._files.values():
             handle.close()
         self._files.clear()
