@@ -69,4 +69,4 @@ def _line(source: Source, checked: int) -> str:
         return (f"OK: {source.path}: {count} tensors read, {format_size(checked)}; "
                 "safetensors has no checksums, so only the structure was checked")
     return (f"OK: {source.path}: {count} tensors read and checked ({source.format_name} "
-            f"checkpoint, {format_size(checked)})")
+            f"checkpoint), {format_size(checked)}")
