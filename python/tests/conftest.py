@@ -18,6 +18,16 @@ def arrays() -> dict[str, np.ndarray]:
 
 
 @pytest.fixture(scope="session")
+def tf_generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Checkpoints written by real TensorFlow (tf_support.py generate), once a session."""
+    import tf_support
+
+    out = tmp_path_factory.mktemp("tf_generated")
+    tf_support.run("generate", str(out))
+    return out
+
+
+@pytest.fixture(scope="session")
 def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
     """A real S3-compatible server (moto) on loopback for the whole session.
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from helpers import build_file, make_index
 
 import ocf
-from ocf.cli.main import draw_tree
+from ocf.cli.tree import draw_tree
 from ocf.objects.sources import open_source
 
 SMALL, LARGE = 2_000, 20_000  # tenfold; a quadratic cost would grow a hundredfold

@@ -226,8 +226,9 @@ class TensorFlowWorker:
         line = process.stdout.readline() if ready else b""
         reply = json.loads(line) if line else {"error": "no answer (timeout or crash)"}
         if "error" in reply:
+            output = self.output
             self.close()
-            raise RuntimeError(f"tf_support {args[0]} failed:\n{reply['error']}\n{self.output}")
+            raise RuntimeError(f"tf_support {args[0]} failed:\n{reply['error']}\n{output}")
 
     @property
     def output(self) -> str:
@@ -250,6 +251,9 @@ class TensorFlowWorker:
                 process.wait()
             assert process.stdout is not None
             process.stdout.close()
+        if self._log is not None:  # else left to the garbage collector at exit
+            self._log.close()
+            self._log = None
 
 
 WORKER = TensorFlowWorker()

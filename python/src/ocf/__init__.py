@@ -6,7 +6,8 @@ package is one implementation of it.
 
 from __future__ import annotations
 
-# Registers TensorFlow checkpoints as a format that restoring and loading by name read.
+# Register TensorFlow checkpoints, safetensors files and npz archives as formats that
+# ocf.open, ocf.load_file, restoring, loading by name and the command line read.
 from ocf import tensorflow as _tensorflow  # noqa: F401
 from ocf._version import __version__
 from ocf.format.async_save import SaveHandle
@@ -24,6 +25,8 @@ from ocf.format.errors import (
 )
 from ocf.format.reader import Reader
 from ocf.format.writer import Writer
+from ocf.formats import npz_source as _npz_source  # noqa: F401
+from ocf.formats import safetensors_source as _safetensors_source  # noqa: F401
 from ocf.numpy import load_file, open, save_file
 from ocf.objects.checkpoint import Checkpoint
 from ocf.objects.manager import CheckpointManager

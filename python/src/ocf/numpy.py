@@ -16,18 +16,20 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any, Literal, overload
 
 import numpy as np
 
 from ocf.format.async_save import SaveHandle
-from ocf.format.flat import read_arrays, write_arrays
+from ocf.format.flat import cast, read_arrays, write_arrays
 from ocf.format.reader import Reader
 from ocf.format.storage.backend import Layout
 from ocf.format.storage.location import StorageOptions
 from ocf.objects.restoring import NameMap, RestoreStatus
 from ocf.objects.restoring import restore as restore_objects
 from ocf.objects.saving import save_root
+from ocf.objects.sources import Source, foreign_format, open_source
 
 DtypeLike = np.dtype[Any] | type | str
 
@@ -72,18 +74,39 @@ def load_file(path: str | os.PathLike[str], keys: Iterable[str] | None = None, *
               storage_options: StorageOptions | None = None) -> dict[str, np.ndarray]:
     """Read the tensors of ``path`` (all, or ``keys``) into new writable arrays.
 
+    ``path`` is an OCF checkpoint or any other format OCF reads (a TensorFlow
+    prefix, a ``.safetensors`` file, an ``.npz`` archive; see :func:`open`).
     Values keep their stored dtype unless ``dtype`` casts them all.
     """
-    return read_arrays(path, keys, dtype=dtype, verify=verify, storage_options=storage_options)
+    if foreign_format(path) is None:
+        return read_arrays(path, keys, dtype=dtype, verify=verify,
+                           storage_options=storage_options)
+    with open_source(path, verify=verify) as source:
+        wanted = source.keys() if keys is None else list(keys)
+        for key in wanted:
+            source.summary(key)  # NotFoundError naming the key, before anything is read
+        arrays = {key: source.read_tensor(key) for key in wanted}
+        if dtype is None:
+            return arrays
+        where = Path(source.path)
+        return {key: cast(array, dtype, key, where) for key, array in arrays.items()}
 
 
 def open(path: str | os.PathLike[str], *, verify: bool = True,
-         storage_options: StorageOptions | None = None) -> Reader:
-    """Open the checkpoint at ``path`` (a file, or a directory with index.ocf).
+         storage_options: StorageOptions | None = None) -> Reader | Source:
+    """Open the checkpoint at ``path`` for reading tensors by key.
 
-    ``path`` may be a URL of an fsspec filesystem (``s3://bucket/ckpt``), whose
-    ``storage_options`` go to fsspec.
+    An OCF checkpoint (a file, or a directory with index.ocf) opens as an
+    :class:`ocf.Reader`; ``path`` may then be a URL of an fsspec filesystem
+    (``s3://bucket/ckpt``), whose ``storage_options`` go to fsspec. A checkpoint
+    of another format OCF reads opens as an :class:`ocf.objects.sources.Source`
+    with the same ``keys()``, ``get_tensor``, ``read_tensor`` and ``metadata``,
+    and ``summary(key)`` for dtype and shape: a TensorFlow prefix (or a
+    directory with TensorFlow's ``checkpoint`` file), a ``.safetensors`` file,
+    an ``.npz`` archive.
     """
+    if foreign_format(path) is not None:
+        return open_source(path, verify=verify)
     return Reader(path, verify=verify, storage_options=storage_options)
 
 

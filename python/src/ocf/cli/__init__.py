@@ -1,4 +1,4 @@
-"""Layer 6, the ``ocf`` command line: inspect, tree, verify, convert, conformance."""
+"""Layer 6, the ``ocf`` command line: inspect, tree, verify, diff, convert, conformance."""
 
 from __future__ import annotations
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 import os
 from pathlib import Path
+from typing import Any
 
 from ocf.cli.textformat import format_size, format_table
 from ocf.format.container import INDEX_FILE_NAME
@@ -39,26 +40,36 @@ def resolved(path: str) -> str:
     return latest_of(path) if is_managed_directory(path) else path
 
 
-def print_listing(directory: str) -> str:
-    """Print the managed checkpoints of ``directory``; return the latest's path."""
+def listing(directory: str) -> dict[str, Any]:
+    """The managed checkpoints of ``directory``, as ``inspect --json`` reports them."""
     state = read_state(directory)
     assert state is not None  # is_managed_directory saw the file
     latest = latest_of(directory)
-    rows = [("CHECKPOINT", "SAVED (UTC)", "SIZE", "")]
+    checkpoints = []
     for name, timestamp in zip(state.names, state.timestamps):
         when = datetime.datetime.fromtimestamp(timestamp, datetime.timezone.utc)
-        rows.append((name, when.strftime("%Y-%m-%d %H:%M:%S"),
-                     _size(Path(directory) / name),
-                     "latest" if Path(latest).name == name else ""))
-    print(f"managed directory: {directory} ({len(state.names)} checkpoints)")
+        checkpoints.append({"name": name, "saved": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                            "size_bytes": _size(Path(directory) / name),
+                            "latest": Path(latest).name == name})
+    return {"directory": directory, "latest": latest, "checkpoints": checkpoints}
+
+
+def print_listing(found: dict[str, Any]) -> None:
+    """Print a :func:`listing`."""
+    rows = [("CHECKPOINT", "SAVED (UTC)", "SIZE", "")]
+    for entry in found["checkpoints"]:
+        size = entry["size_bytes"]
+        rows.append((entry["name"], entry["saved"].replace("T", " ").rstrip("Z"),
+                     "missing" if size is None else format_size(size),
+                     "latest" if entry["latest"] else ""))
+    print(f"managed directory: {found['directory']} ({len(found['checkpoints'])} checkpoints)")
     print(format_table(rows))
     print()
-    return latest
 
 
-def _size(path: Path) -> str:
+def _size(path: Path) -> int | None:
     try:
         files = [path] if path.is_file() else [p for p in path.iterdir() if p.is_file()]
-        return format_size(sum(p.stat().st_size for p in files))
+        return sum(p.stat().st_size for p in files)
     except OSError:
-        return "missing"
+        return None

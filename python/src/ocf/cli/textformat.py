@@ -1,4 +1,4 @@
-"""Plain-text formatting shared by the command line (ocf.cli.main, ocf.cli.tensorflow_view)."""
+"""Plain-text formatting shared by the commands of ocf.cli: sizes, numbers, tables."""
 
 from __future__ import annotations
 
@@ -19,3 +19,12 @@ def format_table(rows: Sequence[Sequence[str]]) -> str:
     """``rows`` (the first one the header) as left-aligned columns two spaces apart."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+
+def format_number(value: object) -> str:
+    """A statistic for a table: integers whole, floats to 6 significant digits, "-" if none."""
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)

@@ -314,12 +314,18 @@ class Reader(Mapping[str, TensorInfo]):
             else:
                 result[keys[i]] = np.ndarray(shapes[i], numpy_dtypes[i], buffer, at)
 
-    def get_slice(self, key: str, index: object) -> np.ndarray:
-        """``tensor[index]`` for basic NumPy indices, reading only the chunks it needs."""
+    def get_slice(self, key: str, index: object, *, mapped: bool = True) -> np.ndarray:
+        """``tensor[index]`` for basic NumPy indices, reading only the chunks it needs.
+
+        Unless ``mapped``, a local file's chunks are read rather than mapped, so
+        memory holds only those chunks however much of the file a caller goes
+        through piece by piece (``ocf diff``, ``ocf inspect --stats``).
+        """
         info = self[key]
         selection = select(index, info.shape)
         with self._memory_for(info):
-            result: np.ndarray = selection.apply(self._read_region(info, selection.box)).copy()
+            region = self._read_region(info, selection.box, mapped=mapped)
+            result: np.ndarray = selection.apply(region).copy()
         return result
 
     def verify_tensor(self, key: str) -> None:
@@ -502,14 +508,14 @@ class Reader(Mapping[str, TensorInfo]):
                 decode(i)
 
     def _block_region(self, info: TensorInfo, block: Block, shape: tuple[int, ...],
-                      box: Box) -> np.ndarray:
+                      box: Box, mapped: bool = True) -> np.ndarray:
         """The elements of ``box`` from a block holding a tensor (or slice) of ``shape``."""
         window = tuple(slice(s, s + e) for s, e in zip(*box))
         if info.dtype.is_bytes:
             return self._materialize(info, self._read_block(info, block), shape, window)
         chunks = chunks_touching(shape, info.dtype.itemsize, block.raw_chunk_size,
                                  block.chunk_count, box)
-        if block.compression is Codec.NONE and self._shards[block.shard].mappable:
+        if block.compression is Codec.NONE and mapped and self._shards[block.shard].mappable:
             raw = self._mapped(block)
             self._verify_chunks(info, block, iter(chunks.tolist()), raw)
         elif block.compression is Codec.NONE:  # an object: fetch only those chunks
@@ -522,10 +528,11 @@ class Reader(Mapping[str, TensorInfo]):
             self._decode_chunks(info, block, iter(chunks.tolist()), raw)
         return self._materialize(info, raw, shape, window)
 
-    def _read_region(self, info: TensorInfo, box: Box) -> np.ndarray:
+    def _read_region(self, info: TensorInfo, box: Box, mapped: bool = True) -> np.ndarray:
         """A new array holding the elements of ``box`` of the tensor."""
         if info.block is not None:
-            region: np.ndarray = self._block_region(info, info.block, info.shape, box).copy()
+            region: np.ndarray = self._block_region(info, info.block, info.shape, box,
+                                                    mapped).copy()
             return region
         dtype = object if info.dtype.numpy is None else info.dtype.numpy
         try:
@@ -540,7 +547,7 @@ class Reader(Mapping[str, TensorInfo]):
             local = (tuple(c - p for c, p in zip(common[0], piece.start)), common[1])
             target = tuple(slice(c - b, c - b + e) for c, b, e in zip(common[0], box[0],
                                                                       common[1]))
-            out[target] = self._block_region(info, piece.block, piece.extent, local)
+            out[target] = self._block_region(info, piece.block, piece.extent, local, mapped)
         return out
 
     def _slices_meeting(self, info: TensorInfo, box: Box) -> list[Slice]:

@@ -44,7 +44,7 @@ from ocf.format.memory import allocate, out_of_memory
 from ocf.format.reader import Reader
 from ocf.format.storage.local import atomic_output
 from ocf.format.writer import Writer
-from ocf.formats.output import open_source, warn_dropped, with_path
+from ocf.formats.output import open_source, warn_dropped, with_path, written
 
 MEMBER_SUFFIX = ".npy"
 # The OCF dtypes NumPy has built in; .npy files name only these.
@@ -62,15 +62,15 @@ PIECE_BYTES = 1 << 20  # decompressed per read
 _ZLIB_OUT_OF_MEMORY = "insufficient memory"
 # What zlib allocates to inflate: a 32 KiB window and its state, rounded up.
 _INFLATE_MEMORY = 1 << 16
-_ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, NotImplementedError, EOFError,
+ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, NotImplementedError, EOFError,
                UnicodeDecodeError)
 
 
-def _read_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo, path: str
+def read_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo, path: str
                  ) -> np.ndarray:
     key = member.filename[: -len(MEMBER_SUFFIX)]
     with archive.open(member) as f:
-        dtype, shape, fortran = _read_npy_header(f, path, key)
+        dtype, shape, fortran = read_npy_header(f, path, key)
         size = int(np.prod(shape, dtype=object)) * dtype.itemsize
         data_length = member.file_size - f.tell()
         if size != data_length:
@@ -104,7 +104,7 @@ def _read_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo, path: str
 _HEADER_ERRORS = (ValueError, SyntaxError, TypeError, RecursionError, tokenize.TokenError)
 
 
-def _read_npy_header(f: IO[bytes], path: str, key: str
+def read_npy_header(f: IO[bytes], path: str, key: str
                      ) -> tuple[np.dtype[Any], tuple[int, ...], bool]:
     try:
         version = np.lib.format.read_magic(f)
@@ -143,7 +143,8 @@ def _read_npy_header(f: IO[bytes], path: str, key: str
     return dtype, shape, fortran
 
 
-def _members(archive: zipfile.ZipFile, path: str, file_size: int) -> list[zipfile.ZipInfo]:
+def checked_members(archive: zipfile.ZipFile, path: str, file_size: int
+                    ) -> list[zipfile.ZipInfo]:
     members = archive.infolist()
     if len(members) > MAX_TENSORS:
         raise LimitExceededError(f"{len(members)} members exceed the limit of {MAX_TENSORS} "
@@ -193,15 +194,17 @@ def to_ocf(src: str | os.PathLike[str], dst: str | os.PathLike[str], **options: 
         key = None
         try:
             with zipfile.ZipFile(source) as archive:
-                members = _members(archive, path, file_size)
+                members = checked_members(archive, path, file_size)
                 with Writer(dst, **options) as writer:
                     for member in members:
                         key = member.filename[: -len(MEMBER_SUFFIX)]
-                        writer.write(key, _read_member(archive, member, path))
+                        array = read_member(archive, member, path)
+                        writer.write(key, array)
+                        written(array.nbytes)
                     key = None  # what commit refuses concerns no one tensor
         except OCFError as exc:  # the Writer refuses names OCF cannot hold (empty, NUL)
             raise with_path(exc, path, key) from None
-        except _ZIP_ERRORS as exc:
+        except ZIP_ERRORS as exc:
             if isinstance(exc, zlib.error) and _ZLIB_OUT_OF_MEMORY in str(exc):
                 raise out_of_memory(_INFLATE_MEMORY, "inflating this member", path=path,
                                     key=key) from None
@@ -229,5 +232,6 @@ def from_ocf(src: str | os.PathLike[str], dst: str | os.PathLike[str], *,
                 zipfile.ZipFile(out, "w", compression=method, allowZip64=True) as archive:
             for key in reader:
                 with archive.open(key + MEMBER_SUFFIX, "w", force_zip64=True) as member:
-                    np.lib.format.write_array(member, reader.read_tensor(key),
-                                              allow_pickle=False)
+                    array = reader.read_tensor(key)
+                    np.lib.format.write_array(member, array, allow_pickle=False)
+                    written(array.nbytes)

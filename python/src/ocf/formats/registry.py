@@ -6,7 +6,7 @@ that select it as a target, and the module implementing it. That module is
 imported only when the format is used (a format may need a framework) and
 exposes two functions::
 
-    to_ocf(src: str, dst: str) -> None     # foreign src -> OCF checkpoint dst
+    to_ocf(src: str, dst: str, **options) -> None   # foreign src -> OCF dst (Writer options)
     from_ocf(src: str, dst: str) -> None   # OCF checkpoint src -> foreign dst
 
 Adding a format is one row appended to FORMATS. Converting between two
@@ -21,9 +21,10 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
 from ocf.format.errors import InvalidError, NotFoundError, OCFError
+from ocf.formats.relayout import relayout
 from ocf.objects.sources import is_ocf_checkpoint
 from ocf.tensorflow.source import is_tensorflow_checkpoint
 
@@ -33,7 +34,7 @@ OCF = "ocf"
 class FormatModule(Protocol):
     """What a format's module provides."""
 
-    def to_ocf(self, src: str, dst: str) -> None: ...
+    def to_ocf(self, src: str, dst: str, **options: Any) -> None: ...
 
     def from_ocf(self, src: str, dst: str) -> None: ...
 
@@ -120,22 +121,31 @@ def target_for(path: str | os.PathLike[str]) -> Format:
 
 
 def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], *,
-            to: str | None = None, source_format: str | None = None) -> tuple[str, str]:
+            to: str | None = None, source_format: str | None = None,
+            **options: Any) -> tuple[str, str]:
     """Convert the checkpoint ``src`` into ``dst``; return (source, target) format names.
 
     The source format is detected unless given; the target is ``to``, else
-    the one ``dst``'s suffix names, else OCF.
+    the one ``dst``'s suffix names, else OCF. ``options`` (layout,
+    compression, chunk_size, ...) go to :class:`ocf.Writer` and need an OCF
+    target; OCF to OCF rewrites the checkpoint with them (ocf.formats.relayout).
     """
     source = by_name(source_format) if source_format else detect_source(src)
     target = by_name(to) if to else target_for(dst)
     src_s, dst_s = os.fspath(src), os.fspath(dst)
+    if options and target.name != OCF:
+        raise InvalidError(f"{', '.join(sorted(options))} set how OCF stores tensors; the "
+                           f"target format is {target.name}", path=dst_s)
     if source.name == OCF and target.name == OCF:
-        raise InvalidError("source and target are both OCF; nothing to convert "
-                           "(use ocf.Writer options to rewrite a checkpoint)", path=src_s)
-    if source.name == OCF:
+        if not options:
+            raise InvalidError("source and target are both OCF and no storage option "
+                               "(--layout, --compression, --chunk-size) is given; nothing "
+                               "to convert", path=src_s)
+        relayout(src_s, dst_s, **options)
+    elif source.name == OCF:
         target.load().from_ocf(src_s, dst_s)
     elif target.name == OCF:
-        source.load().to_ocf(src_s, dst_s)
+        source.load().to_ocf(src_s, dst_s, **options)
     else:
         with tempfile.TemporaryDirectory(prefix="ocf-convert-") as tmp:
             middle = os.path.join(tmp, "middle.ocf")
@@ -145,4 +155,3 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], *,
             except OCFError as exc:  # name the user's file, not the temporary one
                 raise exc.located(src_s, exc.key) from None
     return source.name, target.name
-

@@ -25,7 +25,9 @@ Writing follows the safetensors package: tensors in the recorded order
 (then any others by descending dtype, as the package sorts them, then by
 name), compact JSON with ``__metadata__`` first, the header padded with
 spaces to a multiple of 8 bytes. A file the package wrote therefore
-converts to OCF and back to the same bytes. Other OCF metadata and an
+converts to OCF and back to the same bytes. The checkpoint's other metadata
+entries that are strings join ``__metadata__`` (after those of
+``safetensors.metadata``, which win a clash); entries of other types and an
 object graph have no place in safetensors: they are dropped with a warning.
 """
 
@@ -36,6 +38,7 @@ import os
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
+from math import prod
 from typing import Any, NoReturn
 
 import numpy as np
@@ -48,11 +51,13 @@ from ocf.format.metadata import MetadataValue
 from ocf.format.reader import Reader
 from ocf.format.storage.local import atomic_output
 from ocf.format.writer import Writer
-from ocf.formats.output import open_source, warn_dropped, with_path
+from ocf.formats.output import open_source, warn_dropped, with_path, written
+from ocf.objects.pieces import pieces
 
 METADATA_KEY = "safetensors.metadata"
 ORDER_KEY = "safetensors.order"
 _HEADER_FIELD = "__metadata__"
+_OWN_KEYS = (METADATA_KEY, ORDER_KEY)
 _LENGTH = struct.Struct("<Q")
 # The safetensors package refuses larger headers; so does this reader.
 MAX_HEADER_BYTES = 100_000_000
@@ -231,15 +236,32 @@ def _check_tiling(entries: list[Entry], data_length: int, path: str) -> None:
 
 
 def read_tensor(fd: int, entry: Entry, header: Header, path: str) -> np.ndarray:
-    """The values of ``entry``, read from the open safetensors file ``fd``."""
-    length = entry.end - entry.begin  # within the file: read_header checked the tiling
-    with needing(length, "reading this tensor", path=path, key=entry.name):
-        data = os.pread(fd, length, header.data_start + entry.begin)
-    if len(data) != length:
-        raise MalformedError(f"read {len(data)} of {length} bytes; the file shrank",
-                             path=path, key=entry.name)
+    """The values of ``entry`` as a new array, read from the open safetensors file ``fd``."""
+    return read_elements(fd, entry, header, path, 0, prod(entry.shape)).reshape(entry.shape)
+
+
+def read_elements(fd: int, entry: Entry, header: Header, path: str, begin: int, end: int
+                  ) -> np.ndarray:
+    """Elements ``begin`` to ``end`` (C order, flattened) of ``entry``, as a new array."""
     assert entry.dtype.numpy is not None  # safetensors has no variable-length dtype
-    return np.frombuffer(data, dtype=entry.dtype.numpy).reshape(entry.shape)
+    itemsize = entry.dtype.itemsize
+    with needing((end - begin) * itemsize, "reading this tensor", path=path, key=entry.name):
+        out = np.empty((end - begin) * itemsize, dtype=np.uint8)
+    offset = header.data_start + entry.begin + begin * itemsize
+    got = os.preadv(fd, [out.data], offset) if out.size else 0
+    if got != out.size:
+        raise MalformedError(f"read {got} of {out.size} bytes; the file shrank",
+                             path=path, key=entry.name)
+    return out.view(entry.dtype.numpy)
+
+
+def ocf_metadata(header: Header) -> dict[str, MetadataValue]:
+    """The OCF metadata keeping what a safetensors header holds besides tensors."""
+    metadata: dict[str, MetadataValue] = {ORDER_KEY: {
+        "metadata": list(header.metadata_order), "tensors": [e.name for e in header.entries]}}
+    if header.metadata is not None:
+        metadata[METADATA_KEY] = dict(header.metadata)
+    return metadata
 
 
 def to_ocf(src: str | os.PathLike[str], dst: str | os.PathLike[str], **options: Any) -> None:
@@ -250,16 +272,14 @@ def to_ocf(src: str | os.PathLike[str], dst: str | os.PathLike[str], **options: 
     path = os.fspath(src)
     with open_source(path) as f:
         header = read_header(f, path, os.fstat(f.fileno()).st_size)
-        metadata: dict[str, object] = {ORDER_KEY: {
-            "metadata": header.metadata_order, "tensors": [e.name for e in header.entries]}}
-        if header.metadata is not None:
-            metadata[METADATA_KEY] = header.metadata
+        metadata = ocf_metadata(header)
         key = None
         try:  # the Writer refuses names OCF cannot hold (empty, NUL, too long)
             with Writer(dst, metadata=metadata, **options) as writer:
                 for entry in header.entries:
                     key = entry.name
                     writer.write(key, read_tensor(f.fileno(), entry, header, path))
+                    written(entry.end - entry.begin)
                 key = None  # what commit refuses concerns no one tensor
         except OCFError as exc:
             raise with_path(exc, path, key) from None
@@ -293,15 +313,22 @@ def _safetensors_dtype(reader: Reader, key: str) -> str:
 
 
 def _user_metadata(reader: Reader, key_order: list[str]) -> dict[str, str] | None:
+    """The ``__metadata__`` to write: ``safetensors.metadata``, then the checkpoint's
+    other string-valued entries (safetensors holds strings only), in recorded order."""
     value: MetadataValue = reader.metadata.get(METADATA_KEY)
-    if value is None:
-        return None
-    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+    if value is not None and (not isinstance(value, dict) or
+                              not all(isinstance(v, str) for v in value.values())):
         raise InvalidError(f"metadata {METADATA_KEY!r} must be a map of strings to strings "
                            "to be written as safetensors __metadata__", path=reader.path)
-    ordered = [k for k in dict.fromkeys(key_order) if k in value]
-    ordered += sorted(k for k in value if k not in set(ordered))
-    return {k: value[k] for k in ordered}  # type: ignore[misc]
+    found: dict[str, str] = {k: v for k, v in (value or {}).items() if isinstance(v, str)}
+    for key, text in reader.metadata.items():
+        if isinstance(text, str) and key not in _OWN_KEYS and key not in found:
+            found[key] = text
+    if value is None and not found:
+        return None
+    ordered = [k for k in dict.fromkeys(key_order) if k in found]
+    ordered += sorted(k for k in found if k not in set(ordered))
+    return {k: found[k] for k in ordered}
 
 
 def header_bytes(entries: Mapping[str, tuple[str, tuple[int, ...], int, int]],
@@ -318,7 +345,11 @@ def header_bytes(entries: Mapping[str, tuple[str, tuple[int, ...], int, int]],
 
 
 def from_ocf(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
-    """Write the tensors of the OCF checkpoint ``src`` as the safetensors file ``dst``."""
+    """Write the tensors of the OCF checkpoint ``src`` as the safetensors file ``dst``.
+
+    The header is computed from the index first; the data then streams
+    through in pieces (ocf.objects.pieces), so memory stays bounded.
+    """
     with Reader(src) as reader:
         if _HEADER_FIELD in reader:
             raise InvalidError(f"a tensor named {_HEADER_FIELD} would be read back as the "
@@ -334,14 +365,18 @@ def from_ocf(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
                              position + size)
             position += size
         header = header_bytes(entries, _user_metadata(reader, key_order))
-        warn_dropped("OCF metadata other than safetensors.*",
-                     (k for k in reader.metadata if k not in (METADATA_KEY, ORDER_KEY)),
-                     "safetensors")
+        warn_dropped("metadata other than strings",
+                     (k for k, v in reader.metadata.items()
+                      if k not in _OWN_KEYS and not isinstance(v, str)), "safetensors")
         if reader.object_graph is not None:
             warn_dropped("an object graph", ["(object graph)"], "safetensors")
         with atomic_output(dst) as out:
             out.write(header)
             for name in names:
-                # A zero-copy view of the checkpoint when stored uncompressed, as raw bytes.
-                raw = np.ascontiguousarray(reader.get_tensor(name)).reshape(-1).view(np.uint8)
-                out.write(raw.data)
+                # In pieces read (not mapped) from the checkpoint: memory holds one piece,
+                # whatever the size of the tensors.
+                for piece in pieces(reader[name].shape, reader[name].dtype.itemsize):
+                    values = reader.get_slice(name, piece.index, mapped=False)
+                    raw = np.ascontiguousarray(values).reshape(-1).view(np.uint8)
+                    out.write(raw.data)
+                    written(raw.size)

@@ -51,7 +51,7 @@ from ocf.format.metadata import MetadataValue
 from ocf.format.object_graph import Node, ObjectGraph
 from ocf.format.reader import Reader
 from ocf.format.writer import Writer
-from ocf.formats.output import warn_dropped, with_path
+from ocf.formats.output import warn_dropped, with_path, written
 from ocf.tensorflow.bundle_reader import BundleReader
 from ocf.tensorflow.bundle_writer import BundleWriter
 from ocf.tensorflow.dtypes import from_numpy, is_supported, numpy_dtype, resolve
@@ -128,12 +128,15 @@ def _copy_tensor(bundle: BundleReader, entry: TFEntry, writer: Writer) -> None:
     try:
         # A slice OCF cannot store (an empty one) makes the tensor stored whole.
         if entry.slices is None or any(n == 0 for box in entry.slices for _, n in box):
-            writer.write(entry.key, _stand_in(bundle.read(entry.key)))
+            array = _stand_in(bundle.read(entry.key))
+            writer.write(entry.key, array)
+            written(array.nbytes)
             return
         for i, extents in enumerate(entry.slices):
             start = [s for s, _ in extents]
-            writer.write_slice(entry.key, _stand_in(bundle.read_slice(entry.key, i)), start,
-                               entry.shape)
+            array = _stand_in(bundle.read_slice(entry.key, i))
+            writer.write_slice(entry.key, array, start, entry.shape)
+            written(array.nbytes)
     except OCFError as exc:
         raise with_path(exc, bundle.prefix, entry.key) from None
 
@@ -175,12 +178,16 @@ def _write_tensor(reader: Reader, key: str, tf_key: str, code: int | None,
     when one is recorded, slice by slice when it is stored in slices."""
     info = reader[key]
     if not info.slices:
-        bundle.add(tf_key, _tf_array(reader.read_tensor(key), code, key), tf_dtype=code)
+        array = reader.read_tensor(key)
+        bundle.add(tf_key, _tf_array(array, code, key), tf_dtype=code)
+        written(array.nbytes)
         return
     for piece in info.slices:
         region = tuple(slice(s, s + n) for s, n in zip(piece.start, piece.extent))
-        bundle.add_slice(tf_key, info.shape, piece.start,
-                         _tf_array(reader.get_slice(key, region), code, key), tf_dtype=code)
+        array = reader.get_slice(key, region, mapped=False)
+        bundle.add_slice(tf_key, info.shape, piece.start, _tf_array(array, code, key),
+                         tf_dtype=code)
+        written(array.nbytes)
 
 
 def _recorded_dtypes(reader: Reader) -> dict[str, int]:

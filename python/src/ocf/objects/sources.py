@@ -7,15 +7,20 @@ the object graph (spec/objects.md) when there is one. :class:`Source` is
 that interface. An OCF checkpoint provides it through :class:`ocf.Reader`;
 a TensorFlow checkpoint through ``ocf.tensorflow.source``, which maps
 TensorFlow's object graph onto OCF's, so the same restore code, with the
-same status assertions, serves both.
+same status assertions, serves both; safetensors files and npz archives
+through ``ocf.formats.safetensors_source`` and ``ocf.formats.npz_source``.
+``ocf.open``, ``ocf.load_file`` and every ``ocf`` command read through it
+too, the commands piece by piece (:meth:`Source.read_piece`,
+ocf.objects.pieces) so that memory stays bounded.
 
 :func:`open_source` picks by what is at the path: an OCF file (its magic
 bytes) or directory (``index.ocf``) is OCF; otherwise a TensorFlow prefix
 (``PREFIX.index`` exists) or a directory with TensorFlow's ``checkpoint``
-state file is TensorFlow. Foreign formats are registered by their adapters
-(:func:`register_foreign_format`); this module knows none of them. A URL
-(``s3://...``) is always OCF, read through fsspec with the ``storage_options``
-given: TensorFlow checkpoints are read from local files only.
+state file is TensorFlow; a ``.safetensors`` or ``.npz`` file is what its
+suffix says. Foreign formats are registered by their adapters
+(:func:`register_foreign_format`, done by ``import ocf``); this module
+knows none of them. A URL (``s3://...``) is always OCF, read through fsspec
+with the ``storage_options`` given: other formats are read from local files only.
 """
 
 from __future__ import annotations
@@ -29,9 +34,11 @@ from typing import Protocol
 import numpy as np
 
 from ocf.format.container import INDEX_FILE_NAME, PREAMBLE_MAGIC
+from ocf.format.metadata import MetadataValue
 from ocf.format.object_graph import ObjectGraph
 from ocf.format.reader import Reader
 from ocf.format.storage.location import StorageOptions, url_scheme
+from ocf.objects.pieces import Piece
 
 
 @dataclass(frozen=True)
@@ -54,6 +61,15 @@ class Source(Protocol):
     def object_graph(self) -> ObjectGraph | None:
         """The checked object graph, or None for a name-based checkpoint."""
 
+    @property
+    def metadata(self) -> dict[str, MetadataValue]:
+        """The checkpoint's metadata as OCF holds it (converting the checkpoint to
+        OCF writes exactly this); empty when the format has none."""
+
+    @property
+    def format_name(self) -> str:
+        """The checkpoint's format, for people: "OCF", "TensorFlow", "safetensors"..."""
+
     def keys(self) -> list[str]:
         """Every tensor key."""
 
@@ -74,12 +90,21 @@ class Source(Protocol):
         """Raise what reading ``key`` would raise for its stored bytes (a checksum),
         keeping nothing in memory."""
 
+    def read_piece(self, key: str, piece: Piece) -> np.ndarray:
+        """``tensor[piece.index]`` as a new array, reading little more than its bytes
+        (see ocf.objects.pieces). Reading a tensor's pieces in order checks what
+        reading it whole checks."""
+
     @property
     def identity(self) -> tuple[int, int]:
         """The length and CRC-32C of the index as opened: equal for every opening of
         one checkpoint, different (but for a CRC collision) once it is replaced."""
 
     def close(self) -> None: ...
+
+    def __enter__(self) -> Source: ...
+
+    def __exit__(self, *exc: object) -> None: ...
 
 
 class OCFSource:
@@ -95,6 +120,12 @@ class OCFSource:
     @property
     def object_graph(self) -> ObjectGraph | None:
         return self.reader.object_graph
+
+    @property
+    def metadata(self) -> dict[str, MetadataValue]:
+        return self.reader.metadata
+
+    format_name = "OCF"
 
     def keys(self) -> list[str]:
         return list(self.reader)
@@ -118,12 +149,21 @@ class OCFSource:
     def verify_tensor(self, key: str) -> None:
         self.reader.verify_tensor(key)
 
+    def read_piece(self, key: str, piece: Piece) -> np.ndarray:
+        return self.reader.get_slice(key, piece.index, mapped=False)
+
     @property
     def identity(self) -> tuple[int, int]:
         return self.reader.index_identity
 
     def close(self) -> None:
         self.reader.close()
+
+    def __enter__(self) -> OCFSource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def is_ocf_checkpoint(path: str | os.PathLike[str]) -> bool:
@@ -152,6 +192,9 @@ class ForeignFormat:
     name: str
     is_checkpoint: Callable[[str], bool]  # called with a local path that is not OCF
     open: Callable[[str, bool], Source]  # (path, verify)
+    # The latest checkpoint a directory's own state file names (TensorFlow's
+    # ``checkpoint``), for ocf.latest_checkpoint; None for a format without one.
+    latest: Callable[[str], str | None] | None = None
 
 
 _FOREIGN_FORMATS: list[ForeignFormat] = []
@@ -172,6 +215,15 @@ def foreign_format(path: str | os.PathLike[str]) -> ForeignFormat | None:
         return None
     text = os.fspath(path)
     return next((f for f in _FOREIGN_FORMATS if f.is_checkpoint(text)), None)
+
+
+def foreign_latest(directory: str) -> str | None:
+    """The latest checkpoint a registered format's state file in ``directory`` names."""
+    for found in _FOREIGN_FORMATS:
+        latest = None if found.latest is None else found.latest(directory)
+        if latest is not None:
+            return latest
+    return None
 
 
 def open_source(path: str | os.PathLike[str], *, verify: bool = True,

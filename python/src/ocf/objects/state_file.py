@@ -27,7 +27,8 @@ from ocf.format.errors import (
 )
 from ocf.format.reader import Reader
 from ocf.format.storage.backend import backend_of
-from ocf.format.storage.location import StorageOptions, join_path, locate
+from ocf.format.storage.location import StorageOptions, join_path, locate, url_scheme
+from ocf.objects.sources import foreign_latest
 
 STATE_FILE_NAME = "checkpoint.json"
 STATE_FORMAT = "ocf-checkpoint-state"
@@ -220,8 +221,12 @@ def latest_checkpoint(directory: StrPath, storage_options: StorageOptions | None
     that does; None without a state file or when none opens. A state file
     that is not well formed raises an OCFError naming it. ``directory`` may
     be a URL (``s3://bucket/run``), whose ``storage_options`` go to fsspec.
+    A local directory without OCF's state file may hold another format's
+    (TensorFlow's ``checkpoint``): the checkpoint it names is returned.
     """
     directory = os.fspath(directory)
     state = read_state(directory, storage_options)
+    if state is None and url_scheme(directory) is None:
+        return foreign_latest(directory)
     name = None if state is None else first_intact(directory, state, storage_options)
     return None if name is None else join_path(directory, name)

@@ -43,7 +43,7 @@ from ocf.format.errors import (
 from ocf.format.memory import needing
 from ocf.format.storage.local import open_regular
 from ocf.tensorflow import dtypes, sstable, strings
-from ocf.tensorflow.encoding import masked_crc32c
+from ocf.tensorflow.encoding import mask_crc, masked_crc32c
 from ocf.tensorflow.entries import BundleHeader, TFEntry, decode_entry, decode_header
 from ocf.tensorflow.slice_keys import is_slice_key, slice_key
 from ocf.tensorflow.tiling import check_tiling
@@ -88,6 +88,10 @@ class BundleReader:
         self._raw = dict(entries[1:])
         self._keys = [self._tensor_key(k) for k, _ in entries[1:] if not is_slice_key(k)]
         self._entries: dict[str, TFEntry] = {}
+        # Per tensor read in order by read_elements: the next element and the CRC so far.
+        self._running: dict[str, tuple[int, int]] = {}
+        # The last partitioned or string tensor read_elements assembled, for its next piece.
+        self._assembled: tuple[str, np.ndarray] | None = None
 
     def _read_index(self) -> bytes:
         with open_regular(self.index_path, "TensorFlow checkpoint index") as f:
@@ -174,6 +178,61 @@ class BundleReader:
         itemsize = 1 if entry.dtype is None else entry.dtype.itemsize
         return needing(entry.num_elements * itemsize, "reading this tensor",
                        path=self.index_path, key=key)
+
+    def read_elements(self, key: str, begin: int, end: int) -> np.ndarray:
+        """Elements ``begin`` to ``end`` (C order, flattened) of tensor ``key``.
+
+        A tensor stored whole with a fixed-width dtype is read from just that
+        byte range. Its checksum covers all its bytes, so it is checked when
+        the ranges are read in order from the first element to the last (as
+        a reader going through a tensor piece by piece does); a tensor read
+        out of order is not checked. Partitioned and string tensors are read
+        whole, and checked, once for all their pieces (the last one is kept).
+        """
+        entry = self.entry(key)
+        _check_supported(entry, self.index_path)
+        if (begin, end) == (0, entry.num_elements):
+            return self.read(key).reshape(-1)
+        if entry.slices is not None or entry.dtype is None:
+            if self._assembled is None or self._assembled[0] != key:
+                self._assembled = None  # freed before the next one is read
+                self._assembled = (key, self.read(key).reshape(-1))
+            part: np.ndarray = self._assembled[1][begin:end].copy()
+            return part
+        path = self._check_stored(entry, key)
+        itemsize = entry.dtype.itemsize
+        handle, _ = self._file(entry.shard_id, key)
+        buffer = np.empty((end - begin) * itemsize, dtype=np.uint8)
+        handle.seek(entry.offset + begin * itemsize)
+        got = handle.readinto(buffer.data)
+        self.bytes_read += got
+        if got != buffer.size:
+            raise MalformedError(f"short read: {got} of {buffer.size} bytes", path=path, key=key)
+        self._check_in_order(entry, begin, end, buffer, path)
+        _check_values(entry, buffer, path, key)
+        return buffer.view(entry.dtype)
+
+    def _check_in_order(self, entry: TFEntry, begin: int, end: int, data: np.ndarray,
+                        path: str) -> None:
+        """Extend the running CRC of ``entry`` by ``data``; check it at the last element."""
+        if not self.verify:
+            return
+        start, crc = self._running.pop(entry.key, (0, 0))
+        if begin != start:  # out of order: this pass cannot be checked
+            if begin != 0:
+                return
+            crc = 0
+        crc = crc32c(data.data, crc)
+        if end < entry.num_elements:
+            self._running[entry.key] = (end, crc)
+            return
+        actual = mask_crc(crc)
+        if actual != entry.crc32c:
+            raise IntegrityError(
+                f"checksum mismatch (stored {entry.crc32c:#010x}, computed {actual:#010x})",
+                path=path,
+                key=entry.key,
+            )
 
     def _slice_entry(self, parent: TFEntry, index: int) -> TFEntry:
         assert parent.slices is not None
@@ -303,6 +362,7 @@ class BundleReader:
     # Lifetime.
 
     def close(self) -> None:
+        self._assembled = None
         for handle, _ in self._files.values():
             handle.close()
         self._files.clear()

@@ -23,7 +23,9 @@ import numpy as np
 from ocf.format import dtypes
 from ocf.format.errors import NotFoundError
 from ocf.format.memory import needing
+from ocf.format.metadata import MetadataValue
 from ocf.format.object_graph import ObjectGraph
+from ocf.objects.pieces import Piece
 from ocf.objects.sources import (
     ForeignFormat,
     TensorSummary,
@@ -32,7 +34,7 @@ from ocf.objects.sources import (
 )
 from ocf.tensorflow.bundle_reader import BundleReader, is_tf_checkpoint
 from ocf.tensorflow.objects import OBJECT_GRAPH_KEY, read_tf_graph
-from ocf.tensorflow.state import read_checkpoint_state
+from ocf.tensorflow.state import STATE_FILENAME, read_checkpoint_state
 
 __all__ = ["TFSource", "is_tensorflow_checkpoint", "is_tf_checkpoint", "resolve_prefix"]
 
@@ -105,6 +107,16 @@ class TFSource:
     def verify_tensor(self, key: str) -> None:
         self.read_tensor(key)  # the bundle reader checks the checksum as it reads
 
+    def read_piece(self, key: str, piece: Piece) -> np.ndarray:
+        self._check_key(key)
+        return self.bundle.read_elements(key, piece.begin, piece.end).reshape(piece.shape)
+
+    @property
+    def metadata(self) -> dict[str, MetadataValue]:
+        return {}  # TensorFlow checkpoints hold none
+
+    format_name = "TensorFlow"
+
     @property
     def identity(self) -> tuple[int, int]:
         return self.bundle.index_identity
@@ -133,5 +145,14 @@ def _open(path: str, verify: bool) -> TFSource:
     return TFSource(path, verify=verify)
 
 
-TENSORFLOW = ForeignFormat("TensorFlow", is_tf_checkpoint, _open)
+def _latest(directory: str) -> str | None:
+    """The prefix TensorFlow's ``checkpoint`` file in ``directory`` names, if it exists
+    (as tf.train.latest_checkpoint answers)."""
+    if not os.path.isfile(os.path.join(directory, STATE_FILENAME)):
+        return None
+    prefix = read_checkpoint_state(directory)[0]
+    return prefix if is_tf_checkpoint(prefix) else None
+
+
+TENSORFLOW = ForeignFormat("TensorFlow", is_tf_checkpoint, _open, _latest)
 register_foreign_format(TENSORFLOW)

@@ -14,15 +14,17 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, overload
 
+from ocf import numpy as ocf_numpy
 from ocf.format.async_save import SaveHandle
 from ocf.format.errors import InvalidError, NotFoundError
 from ocf.format.flat import Converted, write_arrays
 from ocf.format.reader import Reader
 from ocf.format.storage.backend import Layout
 from ocf.format.storage.location import StorageOptions
+from ocf.objects.sources import foreign_format
 from ocf.torch._framework import torch
 from ocf.torch.mapped import MappedTensors
-from ocf.torch.tensors import is_uninitialized, to_numpy
+from ocf.torch.tensors import from_numpy, is_uninitialized, to_numpy
 
 # Where loaded tensors go: a device, or a function of (key, CPU tensor) giving
 # the tensor to return (moved, cast, or the CPU tensor itself).
@@ -77,8 +79,14 @@ def load_file(path: str | os.PathLike[str], keys: Iterable[str] | None = None, *
     in this process. Compressed and sliced tensors, and those of an object
     store, are read into new memory. Values keep their stored dtype unless
     ``dtype`` casts them all. Every chunk is checksummed unless ``verify``
-    is False.
+    is False. ``path`` may also be a checkpoint of another format OCF reads
+    (a TensorFlow prefix, a ``.safetensors`` file, an ``.npz`` archive).
     """
+    if foreign_format(path) is not None:  # TensorFlow, safetensors, npz: read, not mapped
+        arrays = ocf_numpy.load_file(path, keys, verify=verify)
+        loaded = {key: place(from_numpy(array, key), key, device)
+                  for key, array in arrays.items()}
+        return loaded if dtype is None else {key: t.to(dtype) for key, t in loaded.items()}
     with Reader(path, verify=verify, storage_options=storage_options) as reader:
         wanted = list(reader) if keys is None else list(keys)
         for key in wanted:

@@ -1,0 +1,1 @@
+"""JSON Schemas of the output of `ocf COMMAND --json` (see ocf.cli.jsonout)."""

@@ -1,0 +1,208 @@
+"""A NumPy ``.npz`` archive read the way OCF reads its own (see ocf.objects.sources).
+
+Importing this module registers ``.npz`` files as a foreign format, so
+``ocf.open``, ``ocf.load_file``, ``ocf.list_variables`` and every ``ocf``
+command read them. The archive and each member are checked as the converter
+checks them (ocf.formats.npz): sizes against the file, never pickle. A piece
+of a tensor is read from the member's stream; pieces read in order share
+one stream, so going through a deflated member piece by piece decompresses
+it once. A Fortran-ordered member, whose C-order runs are not contiguous in
+the file, is read whole once and kept for its next pieces. An npz archive has no checksums
+beyond ZIP's CRC-32 of each member, which zipfile checks at the member's end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from math import prod
+from typing import IO, Any
+
+import numpy as np
+
+from ocf.format import dtypes
+from ocf.format.errors import MalformedError, NotFoundError
+from ocf.format.metadata import MetadataValue
+from ocf.format.object_graph import ObjectGraph
+from ocf.formats.npz import (
+    MEMBER_SUFFIX,
+    ZIP_ERRORS,
+    checked_members,
+    read_member,
+    read_npy_header,
+)
+from ocf.formats.output import open_source
+from ocf.objects.pieces import Piece
+from ocf.objects.sources import ForeignFormat, TensorSummary, register_foreign_format
+
+
+@dataclass(frozen=True)
+class _Member:
+    info: zipfile.ZipInfo
+    dtype: np.dtype[Any]
+    shape: tuple[int, ...]
+    fortran: bool
+
+
+@dataclass
+class _Stream:
+    """A member open for reading pieces in order: the next element it yields."""
+
+    key: str
+    file: IO[bytes]
+    position: int
+
+
+class NpzSource:
+    """An ``.npz`` archive as an :class:`ocf.objects.sources.Source`."""
+
+    format_name = "npz"
+
+    def __init__(self, path: str | os.PathLike[str], *, verify: bool = True) -> None:
+        del verify  # zipfile always checks each member's CRC-32 at its end
+        self._path = os.fspath(path)
+        self._file = open_source(self._path)
+        try:
+            stat = os.fstat(self._file.fileno())
+            self._identity = (stat.st_size, stat.st_mtime_ns & 0xFFFFFFFF)
+            self._archive = zipfile.ZipFile(self._file)
+            infos = checked_members(self._archive, self._path, stat.st_size)
+        except ZIP_ERRORS as exc:
+            self._file.close()
+            raise MalformedError(f"not a readable .npz (ZIP) archive: {exc}",
+                                 path=self._path) from None
+        except BaseException:
+            self._file.close()
+            raise
+        self._infos = {i.filename[: -len(MEMBER_SUFFIX)]: i for i in infos}
+        self._members: dict[str, _Member] = {}
+        self._stream: _Stream | None = None
+        self._whole: tuple[str, np.ndarray] | None = None  # the last Fortran-ordered member
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def object_graph(self) -> ObjectGraph | None:
+        return None
+
+    @property
+    def metadata(self) -> dict[str, MetadataValue]:
+        return {}  # an npz archive holds none
+
+    def keys(self) -> list[str]:
+        return list(self._infos)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._infos
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._infos)
+
+    def _member(self, key: str) -> _Member:
+        found = self._members.get(key)
+        if found is not None:
+            return found
+        info = self._infos.get(key)
+        if info is None:
+            raise NotFoundError("no tensor with this key", path=self._path, key=key)
+        with self._guard(key), self._archive.open(info) as f:
+            dtype, shape, fortran = read_npy_header(f, self._path, key)
+        self._members[key] = found = _Member(info, dtype, shape, fortran)
+        return found
+
+    @contextlib.contextmanager
+    def _guard(self, key: str) -> Iterator[None]:
+        """What a damaged archive makes zipfile raise, as MALFORMED naming the member."""
+        try:
+            yield
+        except ZIP_ERRORS as exc:
+            raise MalformedError(f"not a readable .npz (ZIP) archive: {exc}", path=self._path,
+                                 key=key) from None
+
+    def summary(self, key: str) -> TensorSummary:
+        member = self._member(key)
+        little = member.dtype.newbyteorder("<")
+        return TensorSummary(dtypes.for_array(np.empty(0, little)).name, member.shape, little)
+
+    def verify_tensor(self, key: str) -> None:
+        self.read_tensor(key)  # reading checks what npz can check (zip CRC-32 of a stored or deflated member)
+
+    def read_tensor(self, key: str) -> np.ndarray:
+        member = self._member(key)
+        with self._guard(key):
+            return read_member(self._archive, member.info, self._path)
+
+    def get_tensor(self, key: str) -> np.ndarray:
+        return self.read_tensor(key)
+
+    def read_piece(self, key: str, piece: Piece) -> np.ndarray:
+        member = self._member(key)
+        if piece.size == prod(member.shape):
+            return self.read_tensor(key)
+        if member.fortran:  # C-order runs are scattered in the file: read it whole once
+            if self._whole is None or self._whole[0] != key:
+                self._whole = None  # freed before the next one is read
+                self._whole = (key, self.read_tensor(key))
+            result: np.ndarray = self._whole[1][piece.index].copy()
+            return result
+        with self._guard(key):
+            stream = self._stream_at(key, member, piece.begin)
+            length = piece.size * member.dtype.itemsize
+            data = stream.file.read(length)
+            if len(data) != length:
+                raise MalformedError(f"member data ends before element {piece.end}",
+                                     path=self._path, key=key)
+            stream.position = piece.end
+            if piece.end == prod(member.shape):  # zipfile checks the CRC-32 at the end
+                stream.file.read(1)
+        values = np.frombuffer(data, member.dtype).astype(member.dtype.newbyteorder("<"))
+        return values.reshape(piece.shape)
+
+    def _stream_at(self, key: str, member: _Member, element: int) -> _Stream:
+        """The member's stream positioned at ``element``; reused when reading in order."""
+        stream = self._stream
+        if stream is None or stream.key != key or stream.position != element:
+            self._close_stream()
+            f = self._archive.open(member.info)
+            read_npy_header(f, self._path, key)
+            f.seek(f.tell() + element * member.dtype.itemsize)
+            self._stream = stream = _Stream(key, f, element)
+        return stream
+
+    def _close_stream(self) -> None:
+        if self._stream is not None:
+            self._stream.file.close()
+            self._stream = None
+
+    @property
+    def identity(self) -> tuple[int, int]:
+        return self._identity
+
+    def close(self) -> None:
+        self._whole = None
+        self._close_stream()
+        self._archive.close()
+        self._file.close()
+
+    def __enter__(self) -> NpzSource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def is_npz(path: str) -> bool:
+    return path.lower().endswith(".npz") and os.path.isfile(path)
+
+
+def _open(path: str, verify: bool) -> NpzSource:
+    return NpzSource(path, verify=verify)
+
+
+NPZ = ForeignFormat("npz", is_npz, _open)
+register_foreign_format(NPZ)
