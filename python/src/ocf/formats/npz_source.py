@@ -130,7 +130,7 @@ class NpzSource:
         return TensorSummary(dtypes.for_array(np.empty(0, little)).name, member.shape, little)
 
     def verify_tensor(self, key: str) -> None:
-        self.read_tensor(key)  # reading checks what npz can check (zip CRC-32 of a stored or deflated member)
+        self.read_tensor(key)  # reading checks what npz can: the zip CRC-32 of the member
 
     def read_tensor(self, key: str) -> np.ndarray:
         member = self._member(key)
