@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from ocf._version import __version__
+from ocf.cli.launch import version_line
 from ocf.cli.managed import is_managed_directory, print_listing, resolved
 from ocf.cli.safetensors_view import inspect_safetensors, is_safetensors, verify_safetensors
 from ocf.cli.textformat import format_size, format_table
@@ -202,7 +202,7 @@ def convert(args: argparse.Namespace) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ocf", description="Open Checkpoint Format tools")
-    parser.add_argument("--version", action="version", version=f"ocf {__version__}")
+    parser.add_argument("--version", action="version", version=version_line())
     commands = parser.add_subparsers(dest="command", required=True)
     p = commands.add_parser("inspect", help="list tensors with dtype, shape, size and codec")
     p.add_argument("path", help="a checkpoint file, or a directory holding index.ocf")

@@ -12,7 +12,6 @@ import enum
 from dataclasses import dataclass
 
 import numpy as np
-import zstandard
 
 from ocf.format.errors import InvalidError, MalformedError
 from ocf.v1 import tensor_pb2
@@ -60,6 +59,8 @@ class ChunkEncoder:
         data = raw
         if self.itemsize > 1:
             data = shuffle(np.frombuffer(raw, dtype=np.uint8), self.itemsize).data
+        import zstandard  # imported by the first zstd chunk: many programs never need it
+
         # A compressor per call: ZstdCompressor objects are not thread-safe,
         # and chunks are compressed on several threads at once.
         return zstandard.ZstdCompressor(level=self.level, write_content_size=True).compress(
@@ -76,6 +77,8 @@ def decode_zstd(stored: memoryview | bytes, raw_length: int, itemsize: int) -> n
     frame without a content size that would expand past it fails at that
     point, never after decoding the rest [R-CODEC-001].
     """
+    import zstandard  # imported by the first zstd chunk: many programs never need it
+
     try:
         declared = zstandard.frame_content_size(stored)
     except zstandard.ZstdError:
@@ -121,6 +124,8 @@ def _frame_length(stored: memoryview | bytes) -> int:
     nothing next to decoding and tells exactly where the frame ends, so that
     bytes after it are refused without decoding them.
     """
+    import zstandard  # imported by the first zstd chunk: many programs never need it
+
     view = memoryview(stored)
     if bytes(view[:4]) != _FRAME_MAGIC:
         raise MalformedError("not a zstd frame: it does not start with the zstd magic number",
