@@ -1,9 +1,19 @@
 #!/usr/bin/env bash
-# Create or refresh the virtualenv at .venv and install OCF with its
-# development and benchmark dependencies. Sourced by the other scripts.
+# Create or refresh the virtualenv at .venv and install OCF into it (editable).
+#   setup.sh          the package with its development, benchmark, docs and
+#                     framework dependencies: what scripts/test.sh needs
+#   setup.sh --core   the package and its own dependencies only (NumPy,
+#                     protobuf, zstandard, crc32c, ml-dtypes): what scripts/demo.sh needs
+# Both install into the same .venv, so the test set-up after the demo's adds
+# the rest. A set-up already done for this pyproject.toml is skipped.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 python="${PYTHON:-python3}"
+case "${1:-}" in
+  --core) target="$root/python" ;;
+  "") target="$root/python[dev,bench,docs,frameworks]" ;;
+  *) echo "usage: setup.sh [--core]" >&2; exit 2 ;;
+esac
 "$python" - <<'PY'
 import sys
 if sys.version_info < (3, 10):
@@ -12,5 +22,17 @@ PY
 if [ ! -x "$root/.venv/bin/python" ]; then
   "$python" -m venv "$root/.venv"
 fi
-"$root/.venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-"$root/.venv/bin/python" -m pip install --quiet --disable-pip-version-check -e "$root/python[dev,bench,frameworks]"
+# The stamp names what was installed from which pyproject.toml; the full
+# set-up includes the core one, so it stamps both.
+stamp() { echo "$1 $(sha256sum "$root/python/pyproject.toml" | cut -d' ' -f1)"; }
+done_file="$root/.venv/.ocf-setup"
+if grep -qxF "$(stamp "$target")" "$done_file" 2>/dev/null; then
+  exit 0
+fi
+pip=("$root/.venv/bin/python" -m pip --disable-pip-version-check)
+"${pip[@]}" install --quiet --upgrade pip
+"${pip[@]}" install --quiet -e "$target"
+stamp "$target" >> "$done_file"
+if [ "$target" != "$root/python" ]; then
+  stamp "$root/python" >> "$done_file"
+fi
