@@ -5,13 +5,15 @@
 #   setup.sh --core   the package and its own dependencies only (NumPy,
 #                     protobuf, zstandard, crc32c, ml-dtypes): what scripts/demo.sh needs
 # Both install into the same .venv, so the test set-up after the demo's adds
-# the rest. A set-up already done for this pyproject.toml is skipped.
+# the rest. A set-up already done for this pyproject.toml is skipped (delete
+# .venv/.ocf-setup to redo it).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 python="${PYTHON:-python3}"
+core="$root/python"
 case "${1:-}" in
-  --core) target="$root/python" ;;
-  "") target="$root/python[dev,bench,docs,frameworks]" ;;
+  --core) wanted="$core" ;;
+  "") wanted="$core[dev,bench,docs,frameworks]" ;;
   *) echo "usage: setup.sh [--core]" >&2; exit 2 ;;
 esac
 "$python" - <<'PY'
@@ -22,17 +24,17 @@ PY
 if [ ! -x "$root/.venv/bin/python" ]; then
   "$python" -m venv "$root/.venv"
 fi
-# The stamp names what was installed from which pyproject.toml; the full
-# set-up includes the core one, so it stamps both.
+# One line per set-up done: what was installed, from which pyproject.toml.
 stamp() { echo "$1 $(sha256sum "$root/python/pyproject.toml" | cut -d' ' -f1)"; }
 done_file="$root/.venv/.ocf-setup"
-if grep -qxF "$(stamp "$target")" "$done_file" 2>/dev/null; then
+if grep -qxF "$(stamp "$wanted")" "$done_file" 2>/dev/null; then
   exit 0
 fi
 pip=("$root/.venv/bin/python" -m pip --disable-pip-version-check)
-"${pip[@]}" install --quiet --upgrade pip
-"${pip[@]}" install --quiet -e "$target"
-stamp "$target" >> "$done_file"
-if [ "$target" != "$root/python" ]; then
-  stamp "$root/python" >> "$done_file"
+if [ "$wanted" != "$core" ]; then
+  # The venv's own pip installs the core package; the frameworks get the newest.
+  "${pip[@]}" install --quiet --upgrade pip
 fi
+"${pip[@]}" install --quiet -e "$wanted"
+stamp "$wanted" >> "$done_file"
+stamp "$core" >> "$done_file"  # the full set-up includes the core one
