@@ -37,4 +37,4 @@ if [ "$wanted" != "$core" ]; then
 fi
 "${pip[@]}" install --quiet -e "$wanted"
 stamp "$wanted" >> "$done_file"
-stamp "$core" >> "$done_file"  # the full set-up includes the core one
+[ "$wanted" = "$core" ] || stamp "$core" >> "$done_file"  # the full set-up includes the core one

@@ -29,6 +29,8 @@ from ocf.objects.restoring import NameMap, RestoreStatus
 from ocf.objects.restoring import restore as restore_objects
 from ocf.objects.saving import save_root
 
+__all__ = ["load_file", "open", "restore", "save", "save_file"]
+
 DtypeLike = np.dtype[Any] | type | str
 
 

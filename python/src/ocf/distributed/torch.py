@@ -37,6 +37,8 @@ from ocf.format.storage.location import join_path, url_scheme
 from ocf.objects.manager import CheckpointManager
 from ocf.torch.tensors import from_numpy, to_numpy
 
+__all__ = ["Loaded", "SaveError", "load", "region_of", "save", "save_numbered"]
+
 Region = Sequence[slice] | slice | None
 # Chunk size of distributed saves unless the caller chooses one: a reader that
 # wants another partitioning than the writers' reads whole chunks (each is
