@@ -63,6 +63,11 @@ def save_file(tensors: Mapping[str, np.ndarray], path: str | os.PathLike[str],
     With ``blocking=False`` it returns a :class:`ocf.SaveHandle` as soon as
     the tensors are copied to host memory, and writes and commits in the
     background.
+
+    Examples:
+        >>> ocf.save_file({"dense/kernel": np.ones((4, 2)), "step": np.array(10)}, "model.ocf",
+        ...               metadata={"epoch": 3})
+        >>> ocf.save_file(tensors, "ckpt", layout="directory", compression="zstd")
     """
     return write_arrays(tensors, path, metadata=metadata, layout=layout,
                         compression=compression, blocking=blocking,
@@ -75,6 +80,10 @@ def load_file(path: str | os.PathLike[str], keys: Iterable[str] | None = None, *
     """Read the tensors of ``path`` (all, or ``keys``) into new writable arrays.
 
     Values keep their stored dtype unless ``dtype`` casts them all.
+
+    Examples:
+        >>> tensors = ocf.load_file("model.ocf")  # new, writable arrays
+        >>> kernel = ocf.load_file("model.ocf", keys=["dense/kernel"])["dense/kernel"]
     """
     return read_arrays(path, keys, dtype=dtype, verify=verify, storage_options=storage_options)
 
@@ -85,6 +94,11 @@ def open(path: str | os.PathLike[str], *, verify: bool = True,
 
     ``path`` may be a URL of an fsspec filesystem (``s3://bucket/ckpt``), whose
     ``storage_options`` go to fsspec.
+
+    Examples:
+        >>> with ocf.open("model.ocf") as checkpoint:
+        ...     print(checkpoint["step"].dtype.name, checkpoint["step"].shape)
+        ...     step = int(checkpoint.get_tensor("step"))
     """
     return Reader(path, verify=verify, storage_options=storage_options)
 
@@ -112,6 +126,12 @@ def save(path: str | os.PathLike[str], state: object,
     as the root of an object-based checkpoint at ``path``; return the path.
 
     The options are those of :func:`save_file`.
+
+    Examples:
+        >>> state = {"params": {"w": np.ones((4, 2))}, "step": np.array(10)}
+        >>> ocf.numpy.save("state.ocf", state)
+        >>> # ocf.torch.save is this function:
+        >>> ocf.torch.save("ckpt.ocf", {"model": net, "optimizer": opt})
     """
     return save_root(state, path, metadata=metadata, blocking=blocking,
                      options={"layout": layout, "compression": compression,
@@ -132,6 +152,12 @@ def restore(path: str | os.PathLike[str], target: object, *, start: str = "",
     Every value is checked before the first is copied, so a failed restore
     changes nothing; a stored dtype other than the target's is an error
     unless ``cast`` (see :func:`ocf.restore`).
+
+    Examples:
+        >>> state = {"params": {"w": np.zeros((4, 2))}, "step": np.array(0)}
+        >>> ocf.numpy.restore("state.ocf", state)  # in place, strict
+        >>> # ocf.torch.restore is this function:
+        >>> ocf.torch.restore("ckpt.ocf", {"model": net})
     """
     return restore_objects(target, path, start=start, partial=partial, cast=cast,
                            name_map=name_map, verify=verify, storage_options=storage_options)

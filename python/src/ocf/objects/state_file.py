@@ -220,6 +220,11 @@ def latest_checkpoint(directory: StrPath, storage_options: StorageOptions | None
     that does; None without a state file or when none opens. A state file
     that is not well formed raises an OCFError naming it. ``directory`` may
     be a URL (``s3://bucket/run``), whose ``storage_options`` go to fsspec.
+
+    Examples:
+        >>> path = ocf.latest_checkpoint("training")  # "training/ckpt-7", or None
+        >>> if path is not None:
+        ...     ocf.Checkpoint(model=model).restore(path)
     """
     directory = os.fspath(directory)
     state = read_state(directory, storage_options)
