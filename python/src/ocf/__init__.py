@@ -9,7 +9,7 @@ or ``ocf --version`` that needs none of them pays nothing for them. The
 first use also imports ``ocf.tensorflow``, which registers TensorFlow
 prefixes as a format that restoring and loading by name read.
 
-Example:
+Examples:
     >>> import ocf
     >>> ocf.__version__
     '0.1.0'
