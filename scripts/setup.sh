@@ -25,7 +25,10 @@ if [ ! -x "$root/.venv/bin/python" ]; then
   "$python" -m venv "$root/.venv"
 fi
 # One line per set-up done: what was installed, from which pyproject.toml.
-stamp() { echo "$1 $(sha256sum "$root/python/pyproject.toml" | cut -d' ' -f1)"; }
+stamp() {
+  echo "$1 $("$root/.venv/bin/python" -c 'import hashlib, sys
+print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())' "$root/python/pyproject.toml")"
+}
 done_file="$root/.venv/.ocf-setup"
 if grep -qxF "$(stamp "$wanted")" "$done_file" 2>/dev/null; then
   exit 0
