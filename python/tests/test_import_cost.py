@@ -34,6 +34,7 @@ def test_import_ocf_loads_no_framework_and_no_dependency() -> None:
     loaded = imported_modules("-c", "import ocf")
     assert loaded.isdisjoint(FRAMEWORKS + DEPENDENCIES), sorted(loaded)
     assert {m for m in loaded if m.startswith("ocf")} == {"ocf", "ocf._version"}
+    assert "typing" not in loaded  # nor the standard library's heavier modules
 
 
 def test_ocf_version_loads_no_framework_and_no_dependency() -> None:

@@ -18,9 +18,12 @@ Examples:
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
 from ocf._version import __version__
+
+# typing.TYPE_CHECKING without importing typing (with re, enum, ...): what type
+# checkers see is under ``if TYPE_CHECKING``, and they read this name as True.
+TYPE_CHECKING = False
 
 # Each public name and the module that defines it, loaded on first use (PEP 562).
 _PUBLIC_MODULES = {
@@ -91,6 +94,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ loads these
+    from typing import Any
+
     from ocf.format.async_save import SaveHandle
     from ocf.format.errors import (
         Category,
