@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, set-up included: generated code, the schemas
-# (buf), static checks, the bindings and the C++ implementation, then
-# pytest. Exits non-zero on any failure, and when pytest collects no test
-# at all.
+# (buf), static checks, the API reference, the bindings and the C++
+# implementation, then pytest. Exits non-zero on any failure, and when
+# pytest collects no test at all.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/scripts/setup.sh"
@@ -29,7 +29,12 @@ bash bindings/check.sh "$py"
 echo "== impl/cpp: build the C++ implementation, run the conformance suite on it"
 make --no-print-directory -s -j"$(nproc)" -C impl/cpp
 "$root/.venv/bin/ocf" conformance --impl impl/cpp/build/ocf-cpp-adapter
-echo "== pytest"
+echo "== API reference (mkdocs.yml, docs/): built with --strict, a warning fails it"
+site="$(mktemp -d)"
+trap 'rm -rf "$site"' EXIT
+# Not --quiet: it hides the warnings that --strict counts, and the build then passes.
+"$py" -m mkdocs build --strict --config-file "$root/mkdocs.yml" --site-dir "$site"
+echo "== pytest (the packaging test builds the wheel and sdist, and runs the wheel in a new venv)"
 status=0
 "$py" -m pytest python/tests --durations=25 "$@" || status=$?
 if [ "$status" -eq 5 ]; then

@@ -2,63 +2,144 @@
 
 The format is specified in spec/ and proto/ of the OCF repository; this
 package is one implementation of it.
+
+``import ocf`` is cheap: the public names below load their modules (and
+NumPy, protobuf, crc32c) the first time one of them is used, so a program
+or ``ocf --version`` that needs none of them pays nothing for them. The
+first use also imports ``ocf.tensorflow``, which registers TensorFlow
+prefixes as a format that restoring and loading by name read.
+
+Examples:
+    >>> import ocf
+    >>> ocf.__version__
+    '0.1.0'
 """
 
 from __future__ import annotations
 
-# Register TensorFlow checkpoints, safetensors files and npz archives as formats that
-# ocf.open, ocf.load_file, restoring, loading by name and the command line read.
-from ocf import tensorflow as _tensorflow  # noqa: F401
-from ocf._version import __version__
-from ocf.format.async_save import SaveHandle
-from ocf.format.errors import (
-    Category,
-    IntegrityError,
-    InvalidError,
-    LimitExceededError,
-    MalformedError,
-    NotFoundError,
-    OCFError,
-    OutOfMemoryError,
-    UnknownRequiredFeatureError,
-    UnsupportedVersionError,
-)
-from ocf.format.reader import Reader
-from ocf.format.writer import Writer
-from ocf.formats import npz_source as _npz_source  # noqa: F401
-from ocf.formats import safetensors_source as _safetensors_source  # noqa: F401
-from ocf.numpy import load_file, open, save_file
-from ocf.objects.checkpoint import Checkpoint
-from ocf.objects.manager import CheckpointManager
-from ocf.objects.restoring import RestoreMismatchError, RestoreStatus, restore
-from ocf.objects.saver import Saver, list_variables, load_variable
-from ocf.objects.saving import write
-from ocf.objects.state_file import latest_checkpoint
-from ocf.objects.tracking import Module, Variable
+import importlib
 
+from ocf._version import __version__
+
+# typing.TYPE_CHECKING without importing typing (with re, enum, ...): what type
+# checkers see is under ``if TYPE_CHECKING``, and they read this name as True.
+TYPE_CHECKING = False
+
+# Each public name and the module that defines it, loaded on first use (PEP 562).
+_PUBLIC_MODULES = {
+    "Category": "ocf.format.errors",
+    "IntegrityError": "ocf.format.errors",
+    "InvalidError": "ocf.format.errors",
+    "LimitExceededError": "ocf.format.errors",
+    "MalformedError": "ocf.format.errors",
+    "NotFoundError": "ocf.format.errors",
+    "OCFError": "ocf.format.errors",
+    "OutOfMemoryError": "ocf.format.errors",
+    "UnknownRequiredFeatureError": "ocf.format.errors",
+    "UnsupportedVersionError": "ocf.format.errors",
+    "Reader": "ocf.format.reader",
+    "Writer": "ocf.format.writer",
+    "SaveHandle": "ocf.format.async_save",
+    "load_file": "ocf.numpy",
+    "open": "ocf.numpy",
+    "save_file": "ocf.numpy",
+    # Object-based checkpoints.
+    "Checkpoint": "ocf.objects.checkpoint",
+    "Module": "ocf.objects.tracking",
+    "Variable": "ocf.objects.tracking",
+    "RestoreMismatchError": "ocf.objects.restoring",
+    "RestoreStatus": "ocf.objects.restoring",
+    "restore": "ocf.objects.restoring",
+    "write": "ocf.objects.saving",
+    # Name-based checkpoints.
+    "Saver": "ocf.objects.saver",
+    "list_variables": "ocf.objects.saver",
+    "load_variable": "ocf.objects.saver",
+    # Checkpoint management.
+    "CheckpointManager": "ocf.objects.manager",
+    "latest_checkpoint": "ocf.objects.state_file",
+}
+# The modules that register the foreign formats OCF reads (ocf.objects.sources).
+_FOREIGN_FORMATS = ("ocf.tensorflow", "ocf.formats.safetensors_source", "ocf.formats.npz_source")
+# Subpackages that ``import ocf`` used to load eagerly, still reachable as attributes.
+_SUBPACKAGES = frozenset({"format", "objects", "numpy", "tensorflow", "v1"})
+
+# Spelled out for tools that read it without running the code (linters, mkdocstrings).
 __all__ = [
     "Category",
+    "Checkpoint",
+    "CheckpointManager",
     "IntegrityError",
     "InvalidError",
     "LimitExceededError",
     "MalformedError",
+    "Module",
     "NotFoundError",
     "OCFError",
     "OutOfMemoryError",
     "Reader",
+    "RestoreMismatchError",
+    "RestoreStatus",
+    "SaveHandle",
     "Saver",
     "UnknownRequiredFeatureError",
     "UnsupportedVersionError",
+    "Variable",
     "Writer",
     "__version__",
+    "latest_checkpoint",
     "list_variables",
     "load_file",
     "load_variable",
     "open",
+    "restore",
     "save_file",
+    "write",
 ]
-# Object-based checkpoints (ocf.objects.checkpoint, ocf.objects.tracking, ocf.objects.restoring).
-__all__ += ["Checkpoint", "Module", "RestoreMismatchError", "RestoreStatus", "Variable",
-            "restore", "write"]
-# Checkpoint management (ocf.objects.manager); asynchronous saves (ocf.format.async_save).
-__all__ += ["CheckpointManager", "SaveHandle", "latest_checkpoint"]
+
+if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ loads these
+    from typing import Any
+
+    from ocf.format.async_save import SaveHandle
+    from ocf.format.errors import (
+        Category,
+        IntegrityError,
+        InvalidError,
+        LimitExceededError,
+        MalformedError,
+        NotFoundError,
+        OCFError,
+        OutOfMemoryError,
+        UnknownRequiredFeatureError,
+        UnsupportedVersionError,
+    )
+    from ocf.format.reader import Reader
+    from ocf.format.writer import Writer
+    from ocf.numpy import load_file, open, save_file
+    from ocf.objects.checkpoint import Checkpoint
+    from ocf.objects.manager import CheckpointManager
+    from ocf.objects.restoring import RestoreMismatchError, RestoreStatus, restore
+    from ocf.objects.saver import Saver, list_variables, load_variable
+    from ocf.objects.saving import write
+    from ocf.objects.state_file import latest_checkpoint
+    from ocf.objects.tracking import Module, Variable
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _PUBLIC_MODULES.get(name)
+    if module_name is None and name not in _SUBPACKAGES:
+        raise AttributeError(f"module 'ocf' has no attribute {name!r}")
+    # Registers TensorFlow checkpoints, safetensors files and npz archives as formats that
+    # ocf.open, ocf.load_file, restoring, loading by name and the command line read.
+    for registering in _FOREIGN_FORMATS:
+        importlib.import_module(registering)
+    if module_name is None:
+        value: Any = importlib.import_module(f"ocf.{name}")
+    else:
+        value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__, *_SUBPACKAGES})

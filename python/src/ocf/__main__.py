@@ -2,6 +2,6 @@
 
 import sys
 
-from ocf.cli.main import main
+from ocf.cli.launch import main
 
 sys.exit(main())

@@ -31,6 +31,8 @@ from ocf.objects.restoring import restore as restore_objects
 from ocf.objects.saving import save_root
 from ocf.objects.sources import Source, foreign_format, open_source
 
+__all__ = ["load_file", "open", "restore", "save", "save_file"]
+
 DtypeLike = np.dtype[Any] | type | str
 
 
@@ -63,6 +65,11 @@ def save_file(tensors: Mapping[str, np.ndarray], path: str | os.PathLike[str],
     With ``blocking=False`` it returns a :class:`ocf.SaveHandle` as soon as
     the tensors are copied to host memory, and writes and commits in the
     background.
+
+    Examples:
+        >>> ocf.save_file({"dense/kernel": np.ones((4, 2)), "step": np.array(10)}, "model.ocf",
+        ...               metadata={"epoch": 3})
+        >>> ocf.save_file(tensors, "ckpt", layout="directory", compression="zstd")
     """
     return write_arrays(tensors, path, metadata=metadata, layout=layout,
                         compression=compression, blocking=blocking,
@@ -77,6 +84,10 @@ def load_file(path: str | os.PathLike[str], keys: Iterable[str] | None = None, *
     ``path`` is an OCF checkpoint or any other format OCF reads (a TensorFlow
     prefix, a ``.safetensors`` file, an ``.npz`` archive; see :func:`open`).
     Values keep their stored dtype unless ``dtype`` casts them all.
+
+    Examples:
+        >>> tensors = ocf.load_file("model.ocf")  # new, writable arrays
+        >>> kernel = ocf.load_file("model.ocf", keys=["dense/kernel"])["dense/kernel"]
     """
     if foreign_format(path) is None:
         return read_arrays(path, keys, dtype=dtype, verify=verify,
@@ -104,6 +115,11 @@ def open(path: str | os.PathLike[str], *, verify: bool = True,
     and ``summary(key)`` for dtype and shape: a TensorFlow prefix (or a
     directory with TensorFlow's ``checkpoint`` file), a ``.safetensors`` file,
     an ``.npz`` archive.
+
+    Examples:
+        >>> with ocf.open("model.ocf") as checkpoint:
+        ...     print(checkpoint["step"].dtype.name, checkpoint["step"].shape)
+        ...     step = int(checkpoint.get_tensor("step"))
     """
     if foreign_format(path) is not None:
         return open_source(path, verify=verify)
@@ -133,6 +149,12 @@ def save(path: str | os.PathLike[str], state: object,
     as the root of an object-based checkpoint at ``path``; return the path.
 
     The options are those of :func:`save_file`.
+
+    Examples:
+        >>> state = {"params": {"w": np.ones((4, 2))}, "step": np.array(10)}
+        >>> ocf.numpy.save("state.ocf", state)
+        >>> # ocf.torch.save is this function:
+        >>> ocf.torch.save("ckpt.ocf", {"model": net, "optimizer": opt})
     """
     return save_root(state, path, metadata=metadata, blocking=blocking,
                      options={"layout": layout, "compression": compression,
@@ -153,6 +175,12 @@ def restore(path: str | os.PathLike[str], target: object, *, start: str = "",
     Every value is checked before the first is copied, so a failed restore
     changes nothing; a stored dtype other than the target's is an error
     unless ``cast`` (see :func:`ocf.restore`).
+
+    Examples:
+        >>> state = {"params": {"w": np.zeros((4, 2))}, "step": np.array(0)}
+        >>> ocf.numpy.restore("state.ocf", state)  # in place, strict
+        >>> # ocf.torch.restore is this function:
+        >>> ocf.torch.restore("ckpt.ocf", {"model": net})
     """
     return restore_objects(target, path, start=start, partial=partial, cast=cast,
                            name_map=name_map, verify=verify, storage_options=storage_options)

@@ -1,7 +1,5 @@
-"""Layer 6, the ``ocf`` command line: inspect, tree, verify, diff, convert, conformance."""
+"""Layer 6, the ``ocf`` command line: inspect, tree, verify, diff, convert, conformance.
 
-from __future__ import annotations
-
-from ocf.cli.main import main
-
-__all__ = ["main"]
+The console script enters at :func:`ocf.cli.launch.main`; the commands are in
+:mod:`ocf.cli.main`. Nothing is imported here, so that ``ocf --version`` stays cheap.
+"""

@@ -27,15 +27,20 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ocf._version import __version__
+from ocf import tensorflow as _tensorflow  # noqa: F401
 from ocf.cli.convert_command import convert
 from ocf.cli.diff_command import ERROR as DIFF_ERROR
 from ocf.cli.diff_command import diff
 from ocf.cli.inspect_command import inspect
 from ocf.cli.jsonout import emit, error_document
+from ocf.cli.launch import version_line
 from ocf.cli.tree import tree
 from ocf.cli.verify_command import verify
 from ocf.format.errors import OCFError
+
+# Every command reads every format OCF reads: these register as checkpoint sources.
+from ocf.formats import npz_source as _npz_source  # noqa: F401
+from ocf.formats import safetensors_source as _safetensors_source  # noqa: F401
 from ocf.formats.registry import names as format_names
 
 PATH_HELP = ("a checkpoint: OCF file or directory, managed directory, TensorFlow prefix or "
@@ -56,7 +61,7 @@ def _json_option(parser: argparse.ArgumentParser) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ocf", description="Open Checkpoint Format tools")
-    parser.add_argument("--version", action="version", version=f"ocf {__version__}")
+    parser.add_argument("--version", action="version", version=version_line())
     commands = parser.add_subparsers(dest="command", required=True)
     p = commands.add_parser("inspect", help="list tensors with dtype, shape, size and codec")
     p.add_argument("path", help=PATH_HELP)

@@ -32,8 +32,11 @@ from ocf.conformance.judge import Verdict, judge
 from ocf.conformance.results import Outcome, Result
 
 CASES_ENV = "OCF_CONFORMANCE_CASES"
-# src/ocf/conformance/harness.py -> the repository root holding conformance/cases.
-_SOURCE_TREE_CASES = Path(__file__).resolve().parents[4] / "conformance" / "cases"
+# Shipped with the package (package data); in the source tree, a symlink to the
+# repository's conformance/cases.
+PACKAGED_CASES = Path(__file__).parent / "cases"
+WHERE_TO_GET_CASES = ("the suite is conformance/cases of the OCF repository, and ships in the "
+                      "ocf wheel as ocf/conformance/cases")
 
 
 def default_command() -> list[str]:
@@ -41,8 +44,8 @@ def default_command() -> list[str]:
 
 
 def default_cases() -> Path:
-    """$OCF_CONFORMANCE_CASES, else conformance/cases of the source tree."""
-    return Path(os.environ.get(CASES_ENV) or _SOURCE_TREE_CASES)
+    """$OCF_CONFORMANCE_CASES, else the cases shipped with this package."""
+    return Path(os.environ.get(CASES_ENV) or PACKAGED_CASES)
 
 
 def request_for(case: Case, workdir: Path) -> tuple[Message, Path | None]:
@@ -113,8 +116,8 @@ def _parser(prog: str | None) -> argparse.ArgumentParser:
                    help="the adapter command, split like a shell would "
                         "(default: the reference adapter of this Python package)")
     p.add_argument("--cases", metavar="DIR", type=Path,
-                   help=f"the suite's cases (default: ${CASES_ENV}, else conformance/cases "
-                        "of the source tree)")
+                   help=f"the suite's cases (default: ${CASES_ENV}, else the cases shipped "
+                        "with this package)")
     p.add_argument("--filter", metavar="GLOB", action="append", default=[],
                    help="run only cases whose id matches; may be repeated")
     p.add_argument("--xfail", metavar="FILE", type=Path,
@@ -141,7 +144,8 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     command = shlex.split(args.impl) if args.impl else default_command()
     cases_dir = args.cases or default_cases()
     if not cases_dir.is_dir():
-        return _fail(f"no cases at {cases_dir}; pass --cases or set ${CASES_ENV}")
+        return _fail(f"no cases at {cases_dir}; pass --cases DIR or set ${CASES_ENV} "
+                     f"({WHERE_TO_GET_CASES})")
     try:
         cases = load_cases(cases_dir, args.filter)
         expected = xfail.load(args.xfail) if args.xfail else xfail.ExpectedFailures()

@@ -39,6 +39,8 @@ from ocf.format.storage.location import join_path, url_scheme
 from ocf.objects.manager import CheckpointManager
 from ocf.torch.tensors import from_numpy, ocf_dtype, to_numpy
 
+__all__ = ["Loaded", "SaveError", "load", "region_of", "save", "save_numbered"]
+
 Region = Sequence[slice] | slice | None
 # What a rank reports of its step: None when it succeeded, else the error's
 # class name, category (None outside OCF's), message, path, key and requirement.
@@ -49,12 +51,24 @@ class SaveError(RuntimeError):
     """A collective save failed for a reason outside OCF's error categories: the process
     group broke (a rank crashed or timed out), or a rank failed with an error that is not
     an ``ocf.OCFError`` (an OSError of its file system). Neither is bad input nor a
-    misuse, which raise ``ocf.OCFError`` subclasses here as everywhere."""
+    misuse, which raise ``ocf.OCFError`` subclasses here as everywhere.
+
+    Examples:
+        >>> try:
+        ...     ocf.distributed.torch.save("ckpt", {"table": shard})
+        ... except ocf.distributed.torch.SaveError as error:
+        ...     print(error)  # the same error on every rank
+    """
 
 
 @dataclass(frozen=True)
 class Loaded:
-    """What :func:`load` read on this rank."""
+    """What :func:`load` read on this rank.
+
+    Examples:
+        >>> loaded = ocf.distributed.torch.load("ckpt", {"table": region})
+        >>> print(loaded.tensors["table"].shape, loaded.bytes_read / loaded.bytes_needed)
+    """
 
     tensors: dict[str, torch.Tensor]
     bytes_read: int  # stored bytes read (whole chunks, for their checksums)
@@ -82,6 +96,10 @@ def save(path: str | os.PathLike[str], tensors: Mapping[str, object], *,
     :class:`ocf.distributed.parts.PartWriter`).
     Raises on every rank if any rank fails to write its part or the merge
     refuses the parts; the checkpoint is then not committed.
+
+    Examples:
+        >>> rows = Slice(table_rows, start=(4 * rank, 0), shape=(8, 5))
+        >>> ocf.distributed.torch.save("ckpt", {"table": rows, "step": step})  # collective
     """
     rank, world = dist.get_rank(group), dist.get_world_size(group)
     options.setdefault("chunk_size", RESHARD_CHUNK_SIZE)
@@ -112,6 +130,9 @@ def save_numbered(directory: str | os.PathLike[str], number: int,
     a save that fails leaves the previous latest checkpoint in place.
     ``directory`` may be a URL of an object store (``s3://bucket/run``), with
     ``storage_options`` among ``options``.
+
+    Examples:
+        >>> path = ocf.distributed.torch.save_numbered("training", step, {"table": rows})
     """
     path = join_path(directory, f"ckpt-{number}")
     save(path, tensors, group=group, **options)
@@ -134,6 +155,10 @@ def load(path: str | os.PathLike[str], wanted: Mapping[str, Region], *,
     dimension) or to None for the whole tensor. Only the stored chunks that
     overlap a region are read, whatever partitioning saved it. ``path`` may
     be a URL of an object store (``storage_options`` go to fsspec).
+
+    Examples:
+        >>> region = ocf.distributed.torch.region_of((8, 5), part=rank, parts=world, axis=1)
+        >>> loaded = ocf.distributed.torch.load("ckpt", {"table": region})
     """
     out: dict[str, torch.Tensor] = {}
     needed = 0
@@ -173,7 +198,12 @@ def load_into(path: str | os.PathLike[str], state: Mapping[str, torch.Tensor], *
 
 def region_of(shape: Sequence[int], part: int, parts: int, axis: int = 0) -> tuple[slice, ...]:
     """The box of ``shape`` that part ``part`` of ``parts`` owns when ``axis`` is split
-    into near-equal runs (the first ``shape[axis] % parts`` runs one longer)."""
+    into near-equal runs (the first ``shape[axis] % parts`` runs one longer).
+
+    Examples:
+        >>> ocf.distributed.torch.region_of((10, 4), part=1, parts=3)
+        (slice(4, 7, None), slice(None, None, None))
+    """
     size = shape[axis]
     base, extra = divmod(size, parts)
     start = part * base + min(part, extra)

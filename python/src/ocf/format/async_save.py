@@ -69,7 +69,13 @@ _ALIGN = 64
 
 
 class SaveHandle:
-    """A save running in the background; ``wait()`` returns its path or raises its error."""
+    """A save running in the background; ``wait()`` returns its path or raises its error.
+
+    Examples:
+        >>> handle = ocf.save_file({"w": np.ones(1 << 20)}, "w.ocf", blocking=False)
+        >>> # ... training goes on while the file is written ...
+        >>> path = handle.wait()  # re-raises any error of the background save
+    """
 
     def __init__(self, path: str, future: Future[str]) -> None:
         self.path = path

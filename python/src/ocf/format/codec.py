@@ -11,9 +11,9 @@ from __future__ import annotations
 import enum
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-import zstandard
 
 from ocf.format.errors import InvalidError, MalformedError
 from ocf.v1 import tensor_pb2
@@ -67,8 +67,10 @@ def _unshuffle_into(out: np.ndarray, shuffled: np.ndarray, itemsize: int) -> Non
 _local = threading.local()
 
 
-def _compressor(level: int) -> zstandard.ZstdCompressor:
-    cache: dict[int, zstandard.ZstdCompressor] | None = getattr(_local, "compressors", None)
+def _compressor(level: int) -> Any:
+    import zstandard  # imported by the first zstd chunk: many programs never need it
+
+    cache: dict[int, Any] | None = getattr(_local, "compressors", None)
     if cache is None:
         cache = _local.compressors = {}
     compressor = cache.get(level)
@@ -92,7 +94,8 @@ class ChunkEncoder:
         data = raw
         if self.itemsize > 1:
             data = shuffle(np.frombuffer(raw, dtype=np.uint8), self.itemsize).data
-        return _compressor(self.level).compress(data)
+        compressed: bytes = _compressor(self.level).compress(data)
+        return compressed
 
 
 def decode_zstd(stored: memoryview | bytes, raw_length: int, itemsize: int,
@@ -106,6 +109,8 @@ def decode_zstd(stored: memoryview | bytes, raw_length: int, itemsize: int,
     frame without a content size that would expand past it fails at that
     point, never after decoding the rest [R-CODEC-001].
     """
+    import zstandard  # imported by the first zstd chunk: many programs never need it
+
     try:
         declared = zstandard.frame_content_size(stored)
     except zstandard.ZstdError:
@@ -157,6 +162,8 @@ def _frame_length(stored: memoryview | bytes) -> int:
     nothing next to decoding and tells exactly where the frame ends, so that
     bytes after it are refused without decoding them.
     """
+    import zstandard  # imported by the first zstd chunk: many programs never need it
+
     view = memoryview(stored)
     if bytes(view[:4]) != _FRAME_MAGIC:
         raise MalformedError("not a zstd frame: it does not start with the zstd magic number",

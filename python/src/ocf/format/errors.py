@@ -21,7 +21,14 @@ import os
 
 
 class Category(enum.Enum):
-    """The closed list of error categories of spec/errors.md."""
+    """The closed list of error categories of spec/errors.md.
+
+    Examples:
+        >>> try:
+        ...     ocf.open("missing.ocf")
+        ... except ocf.OCFError as error:
+        ...     assert error.category is ocf.Category.NOT_FOUND
+    """
 
     MALFORMED = "MALFORMED"
     INVALID = "INVALID"
@@ -33,7 +40,14 @@ class Category(enum.Enum):
 
 
 class OCFError(Exception):
-    """Base of every error OCF raises about a checkpoint or its use."""
+    """Base of every error OCF raises about a checkpoint or its use.
+
+    Examples:
+        >>> try:
+        ...     ocf.load_file("model.ocf")
+        ... except ocf.OCFError as error:  # every category below is one
+        ...     print(error.category.value, error.path, error.key, error.requirement)
+    """
 
     # None only for OutOfMemoryError, a failure of the environment [R-ERR-003].
     category: Category | None
@@ -86,43 +100,93 @@ class OCFError(Exception):
 
 
 class MalformedError(OCFError, ValueError):
-    """The bytes cannot be decoded: bad magic, truncation, unparsable index."""
+    """The bytes cannot be decoded: bad magic, truncation, unparsable index.
+
+    Examples:
+        >>> open("junk.ocf", "wb").write(b"not a checkpoint")
+        >>> try:
+        ...     ocf.open("junk.ocf")
+        ... except ocf.MalformedError as error:
+        ...     print(error)  # MALFORMED: junk.ocf: ... [R-...]
+    """
 
     category = Category.MALFORMED
 
 
 class InvalidError(OCFError, ValueError):
-    """The bytes decode but break a MUST of the spec (or the API was misused)."""
+    """The bytes decode but break a MUST of the spec (or the API was misused).
+
+    Examples:
+        >>> try:
+        ...     ocf.save_file({"w": np.ones(3)}, "w.ocf", compression="lz4")
+        ... except ocf.InvalidError as error:
+        ...     print(error)  # INVALID: unknown compression 'lz4'; choose one of: none, zstd
+    """
 
     category = Category.INVALID
 
 
 class UnsupportedVersionError(OCFError, ValueError):
-    """The file's major format version is not one this reader implements."""
+    """The file's major format version is not one this reader implements.
+
+    Examples:
+        >>> try:
+        ...     ocf.open("from_the_future.ocf")
+        ... except ocf.UnsupportedVersionError:
+        ...     print("written by a newer major version of the format")
+    """
 
     category = Category.UNSUPPORTED_VERSION
 
 
 class UnknownRequiredFeatureError(OCFError, ValueError):
-    """The checkpoint requires a feature this reader does not implement."""
+    """The checkpoint requires a feature this reader does not implement.
+
+    Examples:
+        >>> try:
+        ...     ocf.open("needs_a_newer_reader.ocf")
+        ... except ocf.UnknownRequiredFeatureError as error:
+        ...     print(error.detail)  # names the feature this reader lacks
+    """
 
     category = Category.UNKNOWN_REQUIRED_FEATURE
 
 
 class IntegrityError(OCFError, ValueError):
-    """A checksum does not match the stored bytes."""
+    """A checksum does not match the stored bytes.
+
+    Examples:
+        >>> try:
+        ...     weights = ocf.load_file("model.ocf")  # every chunk's CRC-32C is checked
+        ... except ocf.IntegrityError as error:
+        ...     print(f"{error.path}: tensor {error.key!r} is damaged")
+    """
 
     category = Category.INTEGRITY
 
 
 class LimitExceededError(OCFError, ValueError):
-    """A hard limit of the spec is exceeded, or a size computation overflows."""
+    """A hard limit of the spec is exceeded, or a size computation overflows.
+
+    Examples:
+        >>> try:
+        ...     ocf.open("hostile.ocf")  # e.g. an index declaring 2**40 tensors
+        ... except ocf.LimitExceededError as error:
+        ...     print(error.requirement)
+    """
 
     category = Category.LIMIT_EXCEEDED
 
 
 class NotFoundError(OCFError, FileNotFoundError, KeyError):
-    """No checkpoint at the path, a missing shard, or a key not in the checkpoint."""
+    """No checkpoint at the path, a missing shard, or a key not in the checkpoint.
+
+    Examples:
+        >>> try:
+        ...     ocf.load_file("model.ocf", keys=["no/such/key"])
+        ... except ocf.NotFoundError as error:
+        ...     print(error.key)  # no/such/key
+    """
 
     category = Category.NOT_FOUND
 

@@ -85,7 +85,14 @@ class _GroupRead(NamedTuple):
 
 
 class Reader(Mapping[str, TensorInfo]):
-    """An open checkpoint: a read-only mapping from key to :class:`TensorInfo`."""
+    """An open checkpoint: a read-only mapping from key to :class:`TensorInfo`.
+
+    Examples:
+        >>> with ocf.Reader("model.ocf") as reader:  # reads the index only
+        ...     print(list(reader), reader.metadata)
+        ...     kernel = reader.get_tensor("dense/kernel")  # zero-copy, CRC-checked
+        ...     rows = reader.get_slice("dense/kernel", np.s_[:8])  # only the chunks it needs
+    """
 
     def __init__(self, path: str | os.PathLike[str], *, verify: bool = True,
                  storage_options: StorageOptions | None = None) -> None:

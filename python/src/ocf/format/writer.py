@@ -88,6 +88,12 @@ class Writer:
     part index of a multi-writer save with them, spec/parts.md): the class
     attribute :attr:`slices_must_tile`, the property :attr:`index_name` and
     the method :meth:`finish_index`.
+
+    Examples:
+        >>> with ocf.Writer("model.ocf", compression="zstd", metadata={"epoch": 3}) as writer:
+        ...     writer.write("dense/kernel", np.ones((256, 128), np.float32))
+        ...     writer.write("step", np.array(10))
+        ... # committed (atomically) when the block ends without an error
     """
 
     #: Whether commit requires the slices of each tensor written with

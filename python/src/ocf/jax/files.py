@@ -43,6 +43,9 @@ def save_file(tensors: Mapping[str, Any], path: str | os.PathLike[str],
     """Write ``tensors`` (key -> JAX or NumPy array) as one checkpoint, atomically.
 
     The options are those of :func:`ocf.numpy.save_file`.
+
+    Examples:
+        >>> ocf.jax.save_file({"w": jnp.ones((4, 2))}, "model.ocf", metadata={"step": 10})
     """
     return write_arrays(Converted(tensors, to_numpy), path, metadata=metadata, layout=layout,
                         compression=compression, blocking=blocking,
@@ -56,6 +59,9 @@ def load_file(path: str | os.PathLike[str], keys: Iterable[str] | None = None, *
 
     ``device`` is a ``jax.Device`` or sharding; the default device when None.
     Values keep their stored dtype unless ``dtype`` casts them all.
+
+    Examples:
+        >>> arrays = ocf.jax.load_file("model.ocf")  # dict[str, jax.Array]
     """
     arrays = ocf_numpy.load_file(path, keys, dtype=dtype, verify=verify,
                                  storage_options=storage_options)

@@ -106,7 +106,12 @@ LeafRule = tuple[str, Convert] | tuple[str, Convert, Convert]
 
 @dataclass(frozen=True)
 class Translation:
-    """Edge renames and array conversions applied to a tree that is saved or restored."""
+    """Edge renames and array conversions applied to a tree that is saved or restored.
+
+    Examples:
+        >>> rename = ocf.jax.TORCH_TO_FLAX.rename({"Dense_0": "fc1"})
+        >>> params = ocf.jax.restore("torch_model.ocf", flax_params, translation=rename)
+    """
 
     # tree leaf name -> its rule (LeafRule)
     leaves: Mapping[str, LeafRule] = field(default_factory=dict)
@@ -224,6 +229,21 @@ TORCH_TO_FLAX = Translation(leaves={
     "mean": ("running_mean", identity, identity),
     "var": ("running_var", identity, identity),
 }, slots={"mu": "exp_avg", "nu": "exp_avg_sq"}, counts={"count": "step"})
+"""Restores a PyTorch model's checkpoint into the equivalent Flax tree: kernels
+transposed, ``weight``/``running_mean``/``running_var`` mapped to Flax's names, Adam's
+``exp_avg``/``exp_avg_sq`` into optax's ``mu``/``nu``.
+
+Examples:
+    >>> params = ocf.jax.restore("trained_in_torch.ocf", flax_params,
+    ...                          translation=ocf.jax.TORCH_TO_FLAX)
+"""
 # The same translation, named for its other use: ocf.jax.save(path, params,
 # translation=FLAX_TO_TORCH) writes Flax parameters as PyTorch names and lays them out.
 FLAX_TO_TORCH = TORCH_TO_FLAX
+"""The same translation as :data:`TORCH_TO_FLAX`, named for saving: a Flax tree written
+with it restores into the equivalent PyTorch model.
+
+Examples:
+    >>> ocf.jax.save("for_torch.ocf", {"model": params}, translation=ocf.jax.FLAX_TO_TORCH)
+    >>> ocf.torch.restore("for_torch.ocf", {"model": torch_model})
+"""

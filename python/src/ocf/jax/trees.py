@@ -55,6 +55,9 @@ def save(path: str | os.PathLike[str], state: Any,
     layouts (``translation=ocf.jax.FLAX_TO_TORCH`` for a checkpoint that
     restores into the PyTorch model). The other options are those of
     :func:`ocf.numpy.save`.
+
+    Examples:
+        >>> ocf.jax.save("ckpt.ocf", {"params": params, "opt_state": opt_state})
     """
     root = view_of(state, translation=translation, saving=translation is not None).root
     return save_root(root, path, metadata=metadata, blocking=blocking,
@@ -85,6 +88,10 @@ def restore(path: str | os.PathLike[str], target: Any, *, start: str = "",
     is its path in the tree (``params/dense/kernel``), prefixed by
     ``start/`` when given, then mapped through ``name_map`` (a dict or a
     function of that key).
+
+    Examples:
+        >>> target = jax.eval_shape(init)  # abstract leaves: jax.ShapeDtypeStruct
+        >>> state = ocf.jax.restore("ckpt.ocf", target)  # a new tree
     """
     file = os.fspath(path)
     view = view_of(target, file=file, translation=translation, cast=cast)
@@ -149,6 +156,12 @@ class TreeState:
     restored values (concrete leaves the checkpoint lacks keep theirs,
     abstract ones are an error). Assign :attr:`tree` after each training
     step so that the next save sees the current values.
+
+    Examples:
+        >>> holder = ocf.jax.TreeState({"params": params, "opt_state": opt_state})
+        >>> path = ocf.Checkpoint(state=holder).save("run/ckpt")
+        >>> ocf.Checkpoint(state=holder).restore(path).assert_consumed()
+        >>> params = holder.tree["params"]  # a new tree holding the restored values
     """
 
     __slots__ = ("_tree", "_view")  # no __weakref__: nothing can wait on it

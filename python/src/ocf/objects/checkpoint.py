@@ -27,7 +27,13 @@ SAVE_COUNTER = "save_counter"
 
 
 class Checkpoint(Module):
-    """Groups the objects to save; each keyword becomes a named edge of the root."""
+    """Groups the objects to save; each keyword becomes a named edge of the root.
+
+    Examples:
+        >>> checkpoint = ocf.Checkpoint(model=model, optimizer=optimizer)
+        >>> path = checkpoint.save("training/ckpt")  # training/ckpt-1, then -2, ...
+        >>> checkpoint.restore(path).assert_consumed()
+    """
 
     ocf_type_name = "ocf.Checkpoint"
 

@@ -163,6 +163,14 @@ class CheckpointManager:
     (unix seconds) the hours rule works on. ``directory`` may be a URL
     (``s3://bucket/run``) whose ``storage_options`` go to fsspec, and to the
     managed object's save, write and restore (see the module docstring).
+
+    Examples:
+        >>> checkpoint = ocf.Checkpoint(model=model, optimizer=optimizer)
+        >>> manager = ocf.CheckpointManager(checkpoint, "training", max_to_keep=3)
+        >>> manager.restore_or_initialize()  # resumes from the latest, if any
+        >>> for step in range(1000):
+        ...     train_step()
+        ...     manager.save(checkpoint_number=step)
     """
 
     def __init__(

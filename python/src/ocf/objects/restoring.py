@@ -54,7 +54,14 @@ NameMap = Mapping[str, str] | Callable[[str], str]
 class RestoreMismatchError(InvalidError, AssertionError):
     """A restore status assertion failed; the message names the file and lists the
     unmatched paths. An ``ocf.OCFError`` (INVALID), and an AssertionError as the
-    assertions of TensorFlow's restore status raise."""
+    assertions of TensorFlow's restore status raise.
+
+    Examples:
+        >>> try:
+        ...     ocf.Checkpoint(model=other_model).restore(path)
+        ... except ocf.RestoreMismatchError as error:
+        ...     print(error)  # names the unmatched paths and the file
+    """
 
 
 class _Opener:
@@ -260,7 +267,13 @@ class _Session:
 
 
 class RestoreStatus:
-    """What a restore matched; assertions raise RestoreMismatchError naming paths."""
+    """What a restore matched; assertions raise RestoreMismatchError naming paths.
+
+    Examples:
+        >>> status = ocf.Checkpoint(model=model).restore(path, partial=True)
+        >>> model(first_batch)  # layers built now take their values
+        >>> status.assert_consumed()
+    """
 
     def __init__(self, root: object, path: str, session: _Session | None,
                  by_name: _ByName | None = None) -> None:
@@ -421,6 +434,10 @@ def restore(root: object, path: str | os.PathLike[str], *, start: str = "",
 
     A URL (``s3://bucket/run/ckpt-3``) is read through fsspec, with
     ``storage_options`` (endpoint_url, key, secret, ...) given to it.
+
+    Examples:
+        >>> status = ocf.restore({"model": model, "optimizer": optimizer}, "training/ckpt-3")
+        >>> ocf.restore(model, "ckpt.ocf", start="model")  # the subgraph under the edge "model"
     """
     return _restore(root, os.fspath(path), start, not partial, cast, name_map, verify,
                     storage_options)

@@ -27,7 +27,13 @@ from ocf.objects.sources import open_source
 
 
 class Saver:
-    """Saves and restores a fixed set of arrays by name."""
+    """Saves and restores a fixed set of arrays by name.
+
+    Examples:
+        >>> saver = ocf.Saver({"dense/kernel": kernel, "dense/bias": bias})
+        >>> path = saver.save("training/model", global_step=100)  # training/model-100
+        >>> ocf.Saver({"dense/kernel": kernel}).restore(path)  # a subset, in place
+    """
 
     def __init__(self, var_list: Mapping[str, np.ndarray]) -> None:
         for name, array in var_list.items():
@@ -91,7 +97,12 @@ class Saver:
 def list_variables(path: str | os.PathLike[str], *,
                    storage_options: StorageOptions | None = None
                    ) -> list[tuple[str, str, tuple[int, ...]]]:
-    """(name, dtype name, shape) of every tensor, sorted by name."""
+    """(name, dtype name, shape) of every tensor, sorted by name.
+
+    Examples:
+        >>> for name, dtype, shape in ocf.list_variables("model.ocf"):
+        ...     print(name, dtype, shape)
+    """
     reader = open_source(path, storage_options=storage_options)
     try:
         summaries = {key: reader.summary(key) for key in reader}
@@ -102,7 +113,11 @@ def list_variables(path: str | os.PathLike[str], *,
 
 def load_variable(path: str | os.PathLike[str], name: str, *,
                   storage_options: StorageOptions | None = None) -> np.ndarray:
-    """The value of one tensor as a new array."""
+    """The value of one tensor as a new array.
+
+    Examples:
+        >>> step = ocf.load_variable("model.ocf", "step")
+    """
     reader = open_source(path, storage_options=storage_options)
     try:
         return reader.read_tensor(name)

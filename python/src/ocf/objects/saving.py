@@ -148,7 +148,11 @@ def _tensors(live: LiveObjects, views: list[Tracked]) -> dict[str, np.ndarray]:
 
 def write(root: object, path: str | os.PathLike[str], *,
           metadata: Mapping[str, object] | None = None, **options: object) -> str:
-    """Save everything reachable from ``root`` as one object-based checkpoint."""
+    """Save everything reachable from ``root`` as one object-based checkpoint.
+
+    Examples:
+        >>> ocf.write({"model": model, "step": ocf.Variable(np.array(10))}, "state.ocf")
+    """
     wait_for_pending()  # never two saves at once (ocf.format.async_save)
     graph = collect(root)
     return write_graph(graph.nodes, graph.tensors, path, metadata, options)

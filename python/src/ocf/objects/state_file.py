@@ -223,6 +223,11 @@ def latest_checkpoint(directory: StrPath, storage_options: StorageOptions | None
     be a URL (``s3://bucket/run``), whose ``storage_options`` go to fsspec.
     A local directory without OCF's state file may hold another format's
     (TensorFlow's ``checkpoint``): the checkpoint it names is returned.
+
+    Examples:
+        >>> path = ocf.latest_checkpoint("training")  # "training/ckpt-7", or None
+        >>> if path is not None:
+        ...     ocf.Checkpoint(model=model).restore(path)
     """
     directory = os.fspath(directory)
     state = read_state(directory, storage_options)

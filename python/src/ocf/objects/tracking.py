@@ -345,6 +345,11 @@ class Variable:
 
     Restoring copies into the existing array when shape and dtype match,
     so views of ``value`` see the restored values.
+
+    Examples:
+        >>> kernel = ocf.Variable(np.zeros((3, 2)))
+        >>> kernel.value[...] = 1.5  # restores write into .value in place
+        >>> ocf.Checkpoint(kernel=kernel).save("ckpt")
     """
 
     ocf_type_name = "ocf.Variable"
@@ -377,6 +382,13 @@ class Module:
     attributes (int, float, str, bytes, bool, None) are saved as the node's
     metadata, and numbers, bools and None are restored. Attributes starting
     with "_" are not tracked.
+
+    Examples:
+        >>> class Dense(ocf.Module):
+        ...     def __init__(self, units):
+        ...         self.units = units  # saved as an attribute of the object
+        ...         self.kernel = ocf.Variable(np.zeros((3, units)))  # an edge "kernel"
+        >>> ocf.Checkpoint(layer=Dense(2)).save("ckpt")
     """
 
     def __setattr__(self, name: str, value: object) -> None:

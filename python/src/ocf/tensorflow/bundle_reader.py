@@ -54,7 +54,12 @@ INDEX_SUFFIX = ".index"
 
 
 def data_filename(prefix: str, shard: int, num_shards: int) -> str:
-    """TensorFlow's DataFilename: ``PREFIX.data-00000-of-00001``."""
+    """TensorFlow's DataFilename: ``PREFIX.data-00000-of-00001``.
+
+    Examples:
+        >>> ocf.tensorflow.data_filename("train/ckpt-3", 0, 1)
+        'train/ckpt-3.data-00000-of-00001'
+    """
     return f"{prefix}.data-{shard:05d}-of-{num_shards:05d}"
 
 
@@ -67,7 +72,12 @@ def normalize_prefix(prefix: str | os.PathLike[str]) -> str:
 
 
 class BundleReader:
-    """A TensorFlow V2 checkpoint opened for reading."""
+    """A TensorFlow V2 checkpoint opened for reading.
+
+    Examples:
+        >>> with ocf.tensorflow.BundleReader("train/ckpt-3") as bundle:  # TensorFlow not needed
+        ...     arrays = {key: bundle.read(key) for key in bundle.keys()}
+    """
 
     def __init__(self, prefix: str | os.PathLike[str], *, verify: bool = True) -> None:
         self.prefix = normalize_prefix(prefix)
@@ -406,6 +416,10 @@ def is_tf_checkpoint(path: str | os.PathLike[str]) -> bool:
 
     True for a PREFIX whose PREFIX.index exists, for a PREFIX.index path, and
     for a directory holding a ``checkpoint`` state file.
+
+    Examples:
+        >>> ocf.tensorflow.is_tf_checkpoint("train/ckpt-3")
+        True
     """
     text = os.fspath(path)
     if os.path.isdir(text):

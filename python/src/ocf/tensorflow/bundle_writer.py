@@ -67,7 +67,13 @@ class _Shard:
 
 
 class BundleWriter:
-    """Writes one TensorFlow checkpoint at ``prefix``; call finish() (or use ``with``)."""
+    """Writes one TensorFlow checkpoint at ``prefix``; call finish() (or use ``with``).
+
+    Examples:
+        >>> with ocf.tensorflow.BundleWriter("exported/ckpt-1") as bundle:
+        ...     bundle.add("dense/kernel", np.ones((4, 2), np.float32))
+        ... # tf.train.load_checkpoint("exported/ckpt-1") reads it
+    """
 
     def __init__(
         self, prefix: str | os.PathLike[str], *, max_shard_bytes: int | None = None

@@ -39,7 +39,12 @@ Slice = tuple[Extent, ...]
 
 @dataclass(frozen=True)
 class BundleHeader:
-    """The header entry (empty key) of a bundle index."""
+    """The header entry (empty key) of a bundle index.
+
+    Examples:
+        >>> with ocf.tensorflow.BundleReader("train/ckpt-3") as bundle:
+        ...     print(bundle.header.num_shards, bundle.header.producer)
+    """
 
     num_shards: int
     endianness: str  # "little" or "big"
@@ -57,6 +62,11 @@ class TFEntry:
     absent from the file resolved to the whole dimension. ``shard_id``,
     ``offset``, ``size`` and ``crc32c`` locate the stored bytes of a tensor
     stored whole (they mean nothing for a partitioned one).
+
+    Examples:
+        >>> with ocf.tensorflow.BundleReader("train/ckpt-3") as bundle:
+        ...     entry = bundle.entry("dense/kernel/.ATTRIBUTES/VARIABLE_VALUE")
+        ...     print(entry.tf_dtype, entry.shape, entry.size)
     """
 
     key: str

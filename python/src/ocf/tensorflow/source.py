@@ -55,7 +55,12 @@ def ocf_dtype_name(tf_name: str) -> str:
 
 
 class TFSource:
-    """A TensorFlow checkpoint as an :class:`ocf.objects.sources.Source`."""
+    """A TensorFlow checkpoint as an :class:`ocf.objects.sources.Source`.
+
+    Examples:
+        >>> with ocf.tensorflow.TFSource("train/ckpt-3") as source:
+        ...     graph = source.object_graph  # TensorFlow's, mapped onto OCF's
+    """
 
     def __init__(self, path: str | os.PathLike[str], *, verify: bool = True) -> None:
         self.bundle = BundleReader(resolve_prefix(path), verify=verify)
@@ -137,6 +142,10 @@ def is_tensorflow_checkpoint(path: str | os.PathLike[str]) -> bool:
     A TensorFlow prefix (``PREFIX.index`` exists), ``PREFIX.index`` itself, or
     a directory holding TensorFlow's ``checkpoint`` state file. Imports no
     TensorFlow; URLs are never TensorFlow checkpoints here.
+
+    Examples:
+        >>> ocf.tensorflow.is_tensorflow_checkpoint("train/ckpt-3")  # train/ckpt-3.index exists
+        True
     """
     return foreign_format(path) is TENSORFLOW
 

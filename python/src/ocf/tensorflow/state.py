@@ -28,6 +28,9 @@ def read_checkpoint_state(directory: str | os.PathLike[str]) -> tuple[str, list[
 
     Relative paths are joined to ``directory`` (as tf.train.get_checkpoint_state
     does), so the results are usable prefixes.
+
+    Examples:
+        >>> state = ocf.tensorflow.read_checkpoint_state("train")  # train/checkpoint
     """
     path = os.path.join(os.fspath(directory), STATE_FILENAME)
     state = _parse(path)
@@ -64,6 +67,9 @@ def write_checkpoint_state(
 
     ``latest_prefix`` is appended to ``all_prefixes`` if missing, as
     TensorFlow requires the latest to be the last of the list.
+
+    Examples:
+        >>> ocf.tensorflow.write_checkpoint_state("exported", "ckpt-1", ["ckpt-1"])
     """
     directory = os.fspath(directory)
     latest = _relative(directory, latest_prefix)

@@ -57,6 +57,9 @@ def save_file(tensors: Mapping[str, torch.Tensor], path: str | os.PathLike[str],
     written from their own memory; tensors on other devices are copied to
     the CPU one at a time. A tensor held under two keys (tied weights) is
     stored twice.
+
+    Examples:
+        >>> ocf.torch.save_file(net.state_dict(), "weights.ocf", metadata={"epoch": 3})
     """
     def checked_numpy(tensor: Any, key: str) -> Any:
         if not isinstance(tensor, torch.Tensor):
@@ -81,6 +84,10 @@ def load_file(path: str | os.PathLike[str], keys: Iterable[str] | None = None, *
     ``dtype`` casts them all. Every chunk is checksummed unless ``verify``
     is False. ``path`` may also be a checkpoint of another format OCF reads
     (a TensorFlow prefix, a ``.safetensors`` file, an ``.npz`` archive).
+
+    Examples:
+        >>> state_dict = ocf.torch.load_file("weights.ocf")  # zero-copy CPU tensors
+        >>> on_gpu = ocf.torch.load_file("weights.ocf", device="cuda:0")
     """
     if foreign_format(path) is not None:  # TensorFlow, safetensors, npz: read, not mapped
         arrays = ocf_numpy.load_file(path, keys, verify=verify)
@@ -118,7 +125,11 @@ def _object_hint(reader: Reader) -> str:
 
 def save_model(model: torch.nn.Module, path: str | os.PathLike[str], *,
                metadata: Mapping[str, object] | None = None, **options: object) -> None:
-    """Save ``model.state_dict()`` as a flat (name-based) checkpoint."""
+    """Save ``model.state_dict()`` as a flat (name-based) checkpoint.
+
+    Examples:
+        >>> ocf.torch.save_model(net, "weights.ocf")
+    """
     save_file(model.state_dict(), path, metadata, **options)  # type: ignore[call-overload]
 
 
@@ -132,6 +143,9 @@ def load_model(model: torch.nn.Module, path: str | os.PathLike[str], *, strict: 
     key. Returns the missing and unexpected keys, as torch does. Values are
     copied into the model's tensors (cast to their dtypes), straight from
     the file mapping; lazy modules materialise from them.
+
+    Examples:
+        >>> missing, unexpected = ocf.torch.load_model(net, "weights.ocf", strict=False)
     """
     expected = model.state_dict()
     with Reader(path, verify=verify) as reader:

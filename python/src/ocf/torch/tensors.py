@@ -81,6 +81,9 @@ def to_numpy(tensor: torch.Tensor, key: str | None = None) -> np.ndarray:
     A CPU tensor is viewed, not copied; a tensor on another device is
     copied to the CPU first, and one with a lazy conjugate or negative bit
     (``x.conj()``) is resolved, which copies too.
+
+    Examples:
+        >>> array = ocf.torch.to_numpy(torch.ones(2, 3, dtype=torch.bfloat16))
     """
     if is_uninitialized(tensor):
         raise InvalidError("a lazy module's parameter that is not materialised yet has no "
@@ -106,6 +109,9 @@ def from_numpy(array: np.ndarray, key: str | None = None) -> torch.Tensor:
     The memory is shared when ``array`` is writable, native-endian and has
     no negative strides; otherwise the values are copied, since a torch
     tensor cannot be read-only (a write would crash on read-only memory).
+
+    Examples:
+        >>> tensor = ocf.torch.from_numpy(np.ones((2, 3), np.float32))
     """
     dtype = dtypes.for_array(array)
     if dtype.is_bytes:

@@ -67,6 +67,10 @@ def merge_parts(path: str | os.PathLike[str], *, save_id: str, parts: int,
     tensor key and the requirement, and nothing is published. ``path`` may
     be a URL of an object store (``s3://...``; ``storage_options`` go to
     fsspec), where publishing the index object is the commit.
+
+    Examples:
+        >>> from ocf.distributed.parts import merge_parts
+        >>> merge_parts("sharded", save_id=save_id, parts=2)  # commits the checkpoint
     """
     check_save(save_id, parts)
     directory = locate(path, storage_options)

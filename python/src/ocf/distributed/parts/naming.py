@@ -19,12 +19,22 @@ PART_PREFIX = "part-"
 # A merged checkpoint lists at most 65536 shards; more parts could not all
 # hold data, and the 5-digit part number then always suffices.
 MAX_PARTS = 65536
+"""The most parts one multi-writer save may have.
+
+Examples:
+    >>> assert parts <= ocf.distributed.parts.MAX_PARTS
+"""
 SAVE_ID = re.compile(r"[0-9a-f]{16}")
 PART_FILE = re.compile(r"part-[0-9a-f]{16}-[0-9]{5}\.ocfpart")
 
 
 def new_save_id() -> str:
-    """A fresh save id: 16 random lowercase hexadecimal digits [R-PART-002]."""
+    """A fresh save id: 16 random lowercase hexadecimal digits [R-PART-002].
+
+    Examples:
+        >>> from ocf.distributed.parts import new_save_id
+        >>> save_id = new_save_id()  # shared by every part of one save
+    """
     return new_write_id()
 
 
@@ -39,7 +49,12 @@ def check_save(save_id: str, count: int) -> None:
 
 
 def part_file_name(save_id: str, number: int) -> str:
-    """The name of the part index of part ``number`` of save ``save_id``."""
+    """The name of the part index of part ``number`` of save ``save_id``.
+
+    Examples:
+        >>> from ocf.distributed.parts import part_file_name
+        >>> name = part_file_name(save_id, 0)  # part 0's index in the checkpoint directory
+    """
     return f"{PART_PREFIX}{save_id}-{number:05d}{PART_SUFFIX}"
 
 

@@ -37,6 +37,10 @@ class Slice:
     ``value`` holds the elements of the box that starts at ``start`` in the
     tensor of global shape ``shape``; the parts of a save together hold every
     element exactly once [R-PART-005].
+
+    Examples:
+        >>> from ocf.distributed.parts import Slice
+        >>> rows = Slice(table[4:8], start=(4, 0), shape=(8, 5))  # rows 4..7 of an 8 x 5 tensor
     """
 
     value: object  # an array, or anything np.asarray accepts
@@ -74,6 +78,11 @@ class PartWriter(Writer):
     slices need not tile (:attr:`slices_must_tile`), its index is published
     under its part file name (:attr:`index_name`) and deletes nothing, and
     :meth:`finish_index` marks it a part index.
+
+    Examples:
+        >>> from ocf.distributed.parts import PartWriter
+        >>> with PartWriter("sharded", part=rank, parts=world, save_id=save_id) as writer:
+        ...     writer.write_slice("table", rows, start=(4 * rank, 0), shape=(8, 5))
     """
 
     # Other parts hold the rest of a tensor: the boxes of this part need only be
@@ -175,7 +184,13 @@ class PartWriter(Writer):
 def write_part(path: str | os.PathLike[str], tensors: Mapping[str, object], *, part: int,
                parts: int, save_id: str, metadata: Mapping[str, object] | None = None,
                object_graph: Sequence[Node] | None = None, **options: Any) -> None:
-    """Write and publish one part: ``tensors`` maps keys to arrays or :class:`Slice`."""
+    """Write and publish one part: ``tensors`` maps keys to arrays or :class:`Slice`.
+
+    Examples:
+        >>> from ocf.distributed.parts import Slice, write_part
+        >>> write_part("sharded", {"table": Slice(table[4:8], start=(4, 0), shape=(8, 5))},
+        ...            part=1, parts=2, save_id=save_id)
+    """
     writer = PartWriter(path, part=part, parts=parts, save_id=save_id, metadata=metadata,
                         **options)
     with writer:
