@@ -20,8 +20,9 @@ import pytest
 REPOSITORY = Path(__file__).resolve().parents[2]
 SOURCE = REPOSITORY / "python" / "src"
 # The modules of the API reference whose __all__ is public API.
-PUBLIC_MODULES = ("ocf", "ocf.numpy", "ocf.torch", "ocf.jax", "ocf.tensorflow",
-                  "ocf.distributed.parts", "ocf.distributed.torch")
+PUBLIC_MODULES = ("ocf", "ocf.numpy", "ocf.torch", "ocf.jax", "ocf.tensorflow", "ocf.keras",
+                  "ocf.distributed.parts", "ocf.distributed.torch", "ocf.distributed.dcp",
+                  "ocf.distributed.jax")
 
 
 def public_objects() -> Iterator[tuple[str, griffe.Object]]:

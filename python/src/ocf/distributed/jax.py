@@ -46,7 +46,12 @@ def save(path: str | os.PathLike[str], tree: Any, *,
     Leaves are ``jax.Array`` (sharded or not), NumPy arrays or Python numbers;
     process 0's ``metadata`` is stored. ``options`` go to the writer
     (compression, chunk_size and tile_bytes, small by default so that
-    restores on another mesh read little more than they need)."""
+    restores on another mesh read little more than they need).
+
+    Examples:
+        >>> jax.distributed.initialize(...)  # every process, then:
+        >>> ocf.distributed.jax.save("run/ckpt-100", {"params": params, "step": step})
+    """
     options.setdefault("chunk_size", RESHARD_CHUNK_SIZE)
     options.setdefault("tile_bytes", RESHARD_TILE_BYTES)
     me, count = jax.process_index(), jax.process_count()
@@ -70,13 +75,25 @@ def restore(path: str | os.PathLike[str], target: Any, *, verify: bool = True,
             storage_options: StorageOptions | None = None) -> Any:
     """A tree like ``target`` whose leaves are arrays with the target leaves' shardings,
     read from the checkpoint at ``path``: each process reads only what its devices hold.
-    Every leaf's shape and dtype is checked before anything is read."""
+    Every leaf's shape and dtype is checked before anything is read.
+
+    Examples:
+        >>> abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(
+        ...     x.shape, x.dtype, sharding=NamedSharding(mesh, P("data"))), params)
+        >>> params = ocf.distributed.jax.restore("run/ckpt-100", abstract)
+    """
     with Reader(path, verify=verify, storage_options=storage_options) as reader:
         return read_tree(reader, target)
 
 
 def read_tree(reader: Reader, target: Any) -> Any:
-    """:func:`restore` from an open reader (whose ``bytes_read`` then says what it cost)."""
+    """:func:`restore` from an open reader (whose ``bytes_read`` then says what it cost).
+
+    Examples:
+        >>> with ocf.Reader("run/ckpt-100") as reader:
+        ...     params = ocf.distributed.jax.read_tree(reader, abstract)
+        ...     print(reader.bytes_read)
+    """
     leaves, structure = jax.tree_util.tree_flatten_with_path(target)
     keys = [leaf_key(p) for p, _ in leaves]
     for key, (_, leaf) in zip(keys, leaves):
@@ -86,7 +103,13 @@ def read_tree(reader: Reader, target: Any) -> Any:
 
 
 def leaf_key(path: tuple[Any, ...]) -> str:
-    """The checkpoint key of a leaf: its tree path's names joined by ``/``."""
+    """The checkpoint key of a leaf: its tree path's names joined by ``/``.
+
+    Examples:
+        >>> path, _ = jax.tree_util.tree_flatten_with_path({"params": {"w": 1}})[0][0]
+        >>> ocf.distributed.jax.leaf_key(path)
+        'params/w'
+    """
     names = []
     for entry in path:
         for attribute in ("key", "name", "idx"):
@@ -182,3 +205,6 @@ def _from_process_0(save_id: str) -> str:
     """Process 0's save id on every process."""
     raw = np.frombuffer(save_id.encode("ascii"), np.uint8)
     return bytes(np.asarray(multihost_utils.broadcast_one_to_all(raw))).decode("ascii")
+
+
+__all__ = ["leaf_key", "read_tree", "restore", "save"]

@@ -39,7 +39,7 @@ from ocf.format.storage.location import join_path, url_scheme
 from ocf.objects.manager import CheckpointManager
 from ocf.torch.tensors import from_numpy, ocf_dtype, to_numpy
 
-__all__ = ["Loaded", "SaveError", "load", "region_of", "save", "save_numbered"]
+__all__ = ["Loaded", "SaveError", "load", "load_into", "region_of", "save", "save_numbered"]
 
 Region = Sequence[slice] | slice | None
 # What a rank reports of its step: None when it succeeded, else the error's
@@ -178,10 +178,9 @@ def load_into(path: str | os.PathLike[str], state: Mapping[str, torch.Tensor], *
     placements saved it; a plain tensor the whole tensor. Shapes and dtypes are checked
     for every key before the first value is copied. Returns the stored bytes read.
 
-    Example::
-
-        state = {"w": distribute_tensor(torch.empty(8, 4), mesh, [Shard(1)])}
-        load_into("run/ckpt-3", state)
+    Examples:
+        >>> state = {"w": distribute_tensor(torch.empty(8, 4), mesh, [Shard(1)])}
+        >>> bytes_read = ocf.distributed.torch.load_into("run/ckpt-3", state)
     """
     with Reader(path, verify=verify, storage_options=storage_options) as reader:
         plan = [(key, target, _target_region(key, target)) for key, target in state.items()]

@@ -198,6 +198,12 @@ class OutOfMemoryError(OCFError, MemoryError):
     a machine with more memory, or with :meth:`ocf.Reader.read_into` into a
     buffer the caller already holds. ``needed`` is the number of bytes the
     failed step asked for.
+
+    Examples:
+        >>> try:
+        ...     weights = ocf.load_file("huge.ocf")
+        ... except ocf.OutOfMemoryError as error:
+        ...     print(error.needed, error.key)  # the bytes and the tensor that did not fit
     """
 
     category = None

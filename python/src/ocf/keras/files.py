@@ -50,7 +50,11 @@ def save_file(tensors: Mapping[str, Any], path: str | os.PathLike[str],
               **options: object) -> SaveHandle | None:
     """Write ``tensors`` (key -> Keras tensor, variable or NumPy array) as one
     checkpoint at ``path``, atomically. The options are those of
-    :func:`ocf.numpy.save_file`."""
+    :func:`ocf.numpy.save_file`.
+
+    Examples:
+        >>> ocf.keras.save_file({v.path: v for v in model.weights}, "weights.ocf")
+    """
     return write_arrays(Converted(tensors, to_numpy), path, metadata=metadata, layout=layout,
                         compression=compression, blocking=blocking,
                         storage_options=storage_options, options=options)
@@ -62,6 +66,9 @@ def load_file(path: str | os.PathLike[str], keys: Iterable[str] | None = None, *
     """The tensors of ``path`` (all, or ``keys``) as tensors of the Keras backend.
 
     Values keep their stored dtype unless ``dtype`` casts them all.
+
+    Examples:
+        >>> weights = ocf.keras.load_file("weights.ocf")  # tensors of the Keras backend
     """
     arrays = ocf_numpy.load_file(path, keys, dtype=dtype, verify=verify,
                                  storage_options=storage_options)

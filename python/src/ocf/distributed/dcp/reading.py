@@ -42,13 +42,11 @@ class StorageReader(_DCPStorageReader):
     bytes each rank's shards need; every chunk read is checked against its CRC-32C
     unless ``verify=False``.
 
-    Example::
-
-        import torch.distributed.checkpoint as dcp
-        from ocf.distributed.dcp import StorageReader
-
-        state = {"model": model.state_dict()}
-        dcp.load(state, storage_reader=StorageReader("run/ckpt-100"))
+    Examples:
+        >>> import torch.distributed.checkpoint as dcp
+        >>> from ocf.distributed.dcp import StorageReader
+        >>> state = {"model": model.state_dict()}
+        >>> dcp.load(state, storage_reader=StorageReader("run/ckpt-100"))
 
     :attr:`bytes_read` counts the stored bytes this rank read, for comparison
     with the bytes its shards hold.

@@ -53,12 +53,10 @@ class _Value:
 class StorageWriter(_DCPStorageWriter):
     """Saves a DCP state dict as one OCF checkpoint at ``path`` (a directory or URL).
 
-    Example::
-
-        import torch.distributed.checkpoint as dcp
-        from ocf.distributed.dcp import StorageWriter
-
-        dcp.save({"model": model.state_dict()}, storage_writer=StorageWriter("run/ckpt-100"))
+    Examples:
+        >>> import torch.distributed.checkpoint as dcp
+        >>> from ocf.distributed.dcp import StorageWriter
+        >>> dcp.save({"model": model.state_dict()}, storage_writer=StorageWriter("run/ckpt-100"))
 
     ``compression``, ``chunk_size`` and ``tile_bytes`` are those of
     :func:`ocf.distributed.torch.save` (small chunks and tiles by default, so
