@@ -12,11 +12,13 @@ read unless ``verify=False`` [R-CRC-001].
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from math import prod
 from types import TracebackType
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 
@@ -40,6 +42,8 @@ from ocf.format.slicing import Box, as_array_index, chunks_touching, intersect, 
 from ocf.format.storage.backend import Input, backend_of
 from ocf.format.storage.location import Location, StorageOptions, locate
 
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 # Limit of the bytes read with one system call for a run of small tensors,
 # and the size from which checksums of mapped data go to worker threads.
 _READ_GROUP = 8 << 20
@@ -63,6 +67,35 @@ def _runs(small: SmallPlain) -> Iterator[tuple[int, int]]:
             first = i
     if offsets:
         yield first, len(offsets) - 1
+
+
+_shared_threads: tuple[int, ThreadPoolExecutor] | None = None
+_shared_threads_lock = threading.Lock()
+
+
+def _reader_threads() -> ThreadPoolExecutor:
+    """The worker threads of every Reader of this process.
+
+    Shared, not one pool per Reader: starting and joining threads at each
+    open and close cost more than reading a 16 MiB tensor. A forked child
+    gets a pool of its own (the parent's threads do not exist there).
+    """
+    global _shared_threads
+    with _shared_threads_lock:
+        if _shared_threads is None or _shared_threads[0] != os.getpid():
+            pool = ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1),
+                                      thread_name_prefix="ocf-read")
+            _shared_threads = (os.getpid(), pool)
+        return _shared_threads[1]
+
+
+def _all_results(pool: ThreadPoolExecutor, job: Callable[[_T], _R], items: list[_T]
+                 ) -> list[_R]:
+    """``job`` of every item on ``pool``; every job has ended before the first error
+    (in item order) is raised, so none outlives the call."""
+    futures = [pool.submit(job, item) for item in items]
+    futures_wait(futures)
+    return [future.result() for future in futures]
 
 
 class _GroupRead(NamedTuple):
@@ -89,7 +122,6 @@ class Reader(Mapping[str, TensorInfo]):
         self._verified: set[tuple[int, int, int]] = set()
         # Per key stored in slices: its boxes' first and past-the-end indices.
         self._slice_bounds: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        self._pool: ThreadPoolExecutor | None = None
         # Per mapped shard, all its bytes, that views are sliced from.
         self._whole_maps: dict[int, memoryview] = {}
         self._shards: list[Input] = []
@@ -290,7 +322,8 @@ class Reader(Mapping[str, TensorInfo]):
         todo = [i for i in wanted if (block.shard, block.offset, i) not in self._verified]
         view = raw.data
         if block.raw_length >= _READ_GROUP and len(todo) > 1:
-            crcs = list(self._threads().map(lambda i: self._crcs(block, view, [i])[0], todo))
+            crcs = _all_results(self._threads(), lambda i: self._crcs(block, view, [i])[0],
+                                todo)
         else:
             crcs = self._crcs(block, view, todo)
         self._check_crcs(info, block, todo, crcs)
@@ -365,6 +398,9 @@ class Reader(Mapping[str, TensorInfo]):
 
     def _finish_reads(self, reads: list[_GroupRead]) -> None:
         """Wait for group reads and check their checksums, in order."""
+        # Every read ends before any error is raised: none outlives the call
+        # (the caller may close the file next), the shared threads included.
+        futures_wait([r.crcs for r in reads if not isinstance(r.crcs, list)])
         for read in reads:
             crcs = read.crcs if isinstance(read.crcs, list) else read.crcs.result()
             if self.verify:
@@ -400,7 +436,7 @@ class Reader(Mapping[str, TensorInfo]):
         todo = list(chunks)
         self.bytes_read += sum(end - start for start, end in map(block.stored_range, todo))
         if len(todo) > 1:
-            list(self._threads().map(decode, todo))
+            _all_results(self._threads(), decode, todo)
         else:
             for i in todo:
                 decode(i)
@@ -484,10 +520,9 @@ class Reader(Mapping[str, TensorInfo]):
             raise LimitExceededError(f"shape {list(shape)} cannot be held by NumPy: {exc}",
                                      path=self.path, key=info.key) from None
 
-    def _threads(self) -> ThreadPoolExecutor:
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1))
-        return self._pool
+    @staticmethod
+    def _threads() -> ThreadPoolExecutor:
+        return _reader_threads()
 
     # -- lifetime -------------------------------------------------------------
 
@@ -496,9 +531,6 @@ class Reader(Mapping[str, TensorInfo]):
         for shard in {id(s): s for s in [self._own, *self._shards]}.values():
             shard.close()
         self._shards = []
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
 
     def __enter__(self) -> Reader:
         return self
