@@ -12,12 +12,13 @@ read unless ``verify=False`` [R-CRC-001].
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import AbstractContextManager
 from math import prod
 from types import TracebackType
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 
@@ -44,6 +45,8 @@ from ocf.format.storage.backend import Input, backend_of
 from ocf.format.storage.location import Location, StorageOptions, locate
 from ocf.format.workers import Workers
 
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 # Limit of the bytes read with one system call for a run of small tensors,
 # and the size from which checksums of mapped data go to worker threads.
 _READ_GROUP = 8 << 20
@@ -73,6 +76,24 @@ def _ascii_folded(name: str) -> bytes:
     """``name`` with ASCII letters upper-cased and nothing else changed (bytes.upper
     folds ASCII only), as shard names are compared [R-SHARD-005] [R-SHARD-006]."""
     return name.encode("utf-8", "surrogateescape").upper()
+
+
+_shared_workers: tuple[int, Workers] | None = None
+_shared_workers_lock = threading.Lock()
+
+
+def _reader_threads() -> Workers:
+    """The worker threads of every Reader of this process.
+
+    Shared, not one pool per Reader: starting threads at each open cost more
+    than reading a 16 MiB tensor. A forked child gets workers of its own
+    (the parent's threads do not exist there); idle workers end by themselves.
+    """
+    global _shared_workers
+    with _shared_workers_lock:
+        if _shared_workers is None or _shared_workers[0] != os.getpid():
+            _shared_workers = (os.getpid(), Workers(min(4, os.cpu_count() or 1)))
+        return _shared_workers[1]
 
 
 class _GroupRead(NamedTuple):
@@ -106,7 +127,6 @@ class Reader(Mapping[str, TensorInfo]):
         self._verified: set[tuple[int, int, int]] = set()
         # Per key stored in slices: its boxes' first and past-the-end indices.
         self._slice_bounds: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        self._pool: Workers | None = None
         # Per mapped shard, all its bytes, that views are sliced from.
         self._whole_maps: dict[int, memoryview] = {}
         self._shards: list[Input] = []
@@ -474,8 +494,20 @@ class Reader(Mapping[str, TensorInfo]):
 
     def _finish_reads(self, reads: list[_GroupRead]) -> None:
         """Wait for group reads and check their checksums, in order."""
+        # Every read ends before any error is raised: none outlives the call (the
+        # caller may close the file next). Waiting runs queued reads here when no
+        # worker thread could start.
+        pool = self._threads()
+        outcomes: list[list[int] | BaseException] = []
         for read in reads:
-            crcs = read.crcs if isinstance(read.crcs, list) else self._threads().wait(read.crcs)
+            try:
+                outcomes.append(read.crcs if isinstance(read.crcs, list) else
+                                pool.wait(read.crcs))
+            except BaseException as exc:  # raised below, once every read has ended
+                outcomes.append(exc)
+        for read, crcs in zip(reads, outcomes):
+            if isinstance(crcs, BaseException):
+                raise crcs
             if self.verify:
                 self._check_crcs(read.info, read.block, read.chunks, crcs)
 
@@ -593,10 +625,9 @@ class Reader(Mapping[str, TensorInfo]):
             raise LimitExceededError(f"shape {list(shape)} cannot be held by NumPy: {exc}",
                                      path=self.path, key=info.key) from None
 
-    def _threads(self) -> Workers:
-        if self._pool is None:
-            self._pool = Workers(min(4, os.cpu_count() or 1))
-        return self._pool
+    @staticmethod
+    def _threads() -> Workers:
+        return _reader_threads()
 
     # -- lifetime -------------------------------------------------------------
 
@@ -605,9 +636,6 @@ class Reader(Mapping[str, TensorInfo]):
         for shard in {id(s): s for s in [self._own, *self._shards]}.values():
             shard.close()
         self._shards = []
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
 
     def __enter__(self) -> Reader:
         return self
