@@ -34,6 +34,9 @@ _PRELUDE = textwrap.dedent("""
     import json, resource, sys
     import numpy as np
     import ocf
+    import zstandard
+    import ocf.format.reader, ocf.objects.restoring, ocf.formats.npz, ocf.formats.safetensors
+    ocf.OCFError  # a running program has its modules loaded (import ocf loads them lazily)
 
     def cap(extra):
         with open("/proc/self/statm") as f:

@@ -16,7 +16,6 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
-from concurrent.futures import wait as futures_wait
 from typing import Any, TypeVar
 
 # A worker with nothing to do for this long ends; the next job starts another.
@@ -85,7 +84,6 @@ class Workers:
         except BaseException:
             for future in futures:  # what has not started yet never will
                 future.cancel()
-            futures_wait(futures)  # and what has started ends before the error is raised
             raise
 
     def shutdown(self) -> None:
