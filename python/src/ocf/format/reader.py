@@ -237,8 +237,12 @@ class Reader(Mapping[str, TensorInfo]):
                 return None
             self._verified.add((shard, offset, 0))
         self.bytes_read += length
-        # Read-only, as the map is; np.ndarray() is the cheapest way to a shaped view.
-        view: np.ndarray = np.ndarray(shape, dtype, whole, offset)
+        # Read-only, as the map is. Not np.ndarray(shape, dtype, whole, offset), which is
+        # cheaper but keeps the mmap itself as its base and releases the memoryview's
+        # export: the reader's close() could then unmap memory the view still reads
+        # (a segmentation fault). frombuffer keeps the memoryview, so the map stays
+        # open while any view of it lives.
+        view: np.ndarray = np.frombuffer(raw, dtype).reshape(shape)
         return view
 
     def read_tensor(self, key: str) -> np.ndarray:
