@@ -3,7 +3,8 @@
 # it is all there (a second run takes about a second):
 #   - from apt: protoc, the protobuf C++ library and headers, libzstd, the
 #     protobuf Java jar, a JDK (only when javac is missing), g++ and make,
-#     node and npm (only when missing);
+#     node and npm (only when missing), strace (the crash tests that kill a
+#     writer between two system calls follow it);
 #   - from npm: buf and protoc-gen-es with its runtime, at the versions
 #     pinned by native/package-lock.json, into native/node_modules (ignored
 #     by git).
@@ -29,6 +30,7 @@ need_command g++ g++
 need_command make make
 need_command node nodejs
 need_command npm npm
+need_command strace strace
 
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "setup_native: installing ${missing[*]}"
@@ -48,7 +50,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || [ ! -x "$root/native
   echo "$want" > "$stamp"
 fi
 
-for tool in protoc javac java g++ node "$root/native/node_modules/.bin/buf" "$root/native/node_modules/.bin/protoc-gen-es"; do
+for tool in protoc javac java g++ node strace "$root/native/node_modules/.bin/buf" "$root/native/node_modules/.bin/protoc-gen-es"; do
   command -v "$tool" >/dev/null 2>&1 || { echo "setup_native: $tool is still missing" >&2; exit 1; }
 done
 test -f /usr/share/java/protobuf.jar || { echo "setup_native: /usr/share/java/protobuf.jar is missing" >&2; exit 1; }

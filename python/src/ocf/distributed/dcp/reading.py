@@ -29,6 +29,7 @@ from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, LoadPla
 from torch.distributed.checkpoint.storage import StorageReader as _DCPStorageReader
 from torch.futures import Future
 
+from ocf.distributed.dcp.checkpoint_path import CheckpointPath
 from ocf.distributed.dcp.values import METADATA_KEY, to_saved_bytes
 from ocf.format.errors import InvalidError, NotFoundError
 from ocf.format.index.model import TensorInfo
@@ -37,7 +38,7 @@ from ocf.format.storage.location import StorageOptions
 from ocf.torch.tensors import from_numpy, torch_dtype
 
 
-class StorageReader(_DCPStorageReader):
+class StorageReader(CheckpointPath, _DCPStorageReader):
     """Loads a DCP state dict from the OCF checkpoint at ``path``, reading only the
     bytes each rank's shards need; every chunk read is checked against its CRC-32C
     unless ``verify=False``.
@@ -54,20 +55,14 @@ class StorageReader(_DCPStorageReader):
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, verify: bool = True,
                  storage_options: StorageOptions | None = None) -> None:
-        super().__init__()
-        self.path = None if path is None else os.fspath(path)
+        _DCPStorageReader.__init__(self)
+        CheckpointPath.__init__(self, path)
         self.verify = verify
         self.storage_options = storage_options
         self.bytes_read = 0
 
-    @classmethod
-    def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike[str]) -> bool:
-        """Any path or URL may name an OCF checkpoint."""
-        return isinstance(checkpoint_id, (str, os.PathLike))
-
     def reset(self, checkpoint_id: str | os.PathLike[str] | None = None) -> None:
-        if checkpoint_id is not None:
-            self.path = os.fspath(checkpoint_id)
+        self.take_checkpoint_id(checkpoint_id)
         self.bytes_read = 0
 
     def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:

@@ -26,6 +26,7 @@ from torch.distributed.checkpoint.storage import StorageWriter as _DCPStorageWri
 from torch.distributed.checkpoint.storage import WriteResult
 from torch.futures import Future
 
+from ocf.distributed.dcp.checkpoint_path import CheckpointPath
 from ocf.distributed.dcp.values import METADATA_KEY, from_saved_bytes
 from ocf.distributed.parts import PartWriter, merge_parts, new_save_id
 from ocf.distributed.resharding import RESHARD_CHUNK_SIZE, RESHARD_TILE_BYTES
@@ -50,7 +51,7 @@ class _Value:
     value: object
 
 
-class StorageWriter(_DCPStorageWriter):
+class StorageWriter(CheckpointPath, _DCPStorageWriter):
     """Saves a DCP state dict as one OCF checkpoint at ``path`` (a directory or URL).
 
     Examples:
@@ -68,8 +69,8 @@ class StorageWriter(_DCPStorageWriter):
                  compression: str | None = None, chunk_size: int = RESHARD_CHUNK_SIZE,
                  tile_bytes: int | None = RESHARD_TILE_BYTES,
                  storage_options: StorageOptions | None = None) -> None:
-        super().__init__()
-        self.path = None if path is None else os.fspath(path)
+        _DCPStorageWriter.__init__(self)
+        CheckpointPath.__init__(self, path)
         self._options: dict[str, Any] = {"compression": compression, "chunk_size": chunk_size,
                                           "tile_bytes": tile_bytes,
                                           "storage_options": storage_options}
@@ -77,14 +78,8 @@ class StorageWriter(_DCPStorageWriter):
         self._own_part: PartWriter | None = None
         self._assignment: _Assignment | None = None
 
-    @classmethod
-    def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike[str]) -> bool:
-        """Any path or URL names an OCF checkpoint directory."""
-        return isinstance(checkpoint_id, (str, os.PathLike))
-
     def reset(self, checkpoint_id: str | os.PathLike[str] | None = None) -> None:
-        if checkpoint_id is not None:
-            self.path = os.fspath(checkpoint_id)
+        self.take_checkpoint_id(checkpoint_id)
         self._discard_own_part()
         self._assignment = None
 
