@@ -24,9 +24,9 @@ from typing import IO, Any
 import numpy as np
 
 from ocf.format import dtypes
-from ocf.format.errors import MalformedError, NotFoundError
+from ocf.format.errors import MalformedError
 from ocf.format.metadata import MetadataValue
-from ocf.format.object_graph import ObjectGraph
+from ocf.formats.file_source import FileSource, has_suffix
 from ocf.formats.npz import (
     MEMBER_SUFFIX,
     ZIP_ERRORS,
@@ -34,7 +34,6 @@ from ocf.formats.npz import (
     read_member,
     read_npy_header,
 )
-from ocf.formats.output import open_source
 from ocf.objects.pieces import Piece
 from ocf.objects.sources import ForeignFormat, TensorSummary, register_foreign_format
 
@@ -56,72 +55,47 @@ class _Stream:
     position: int
 
 
-class NpzSource:
+class NpzSource(FileSource[zipfile.ZipInfo]):
     """An ``.npz`` archive as an :class:`ocf.objects.sources.Source`."""
 
     format_name = "npz"
 
     def __init__(self, path: str | os.PathLike[str], *, verify: bool = True) -> None:
-        del verify  # zipfile always checks each member's CRC-32 at its end
-        self._path = os.fspath(path)
-        self._file = open_source(self._path)
-        try:
-            stat = os.fstat(self._file.fileno())
-            self._identity = (stat.st_size, stat.st_mtime_ns & 0xFFFFFFFF)
-            self._archive = zipfile.ZipFile(self._file)
-            infos = checked_members(self._archive, self._path, stat.st_size)
-        except ZIP_ERRORS as exc:
-            self._file.close()
-            raise MalformedError(f"not a readable .npz (ZIP) archive: {exc}",
-                                 path=self._path) from None
-        except BaseException:
-            self._file.close()
-            raise
-        self._infos = {i.filename[: -len(MEMBER_SUFFIX)]: i for i in infos}
+        # verify has nothing to switch off: zipfile checks each member's CRC-32 at its end
+        super().__init__(path, verify=verify)
         self._members: dict[str, _Member] = {}
         self._stream: _Stream | None = None
         self._whole: tuple[str, np.ndarray] | None = None  # the last Fortran-ordered member
 
-    @property
-    def path(self) -> str:
-        return self._path
-
-    @property
-    def object_graph(self) -> ObjectGraph | None:
-        return None
+    def _read_entries(self) -> dict[str, zipfile.ZipInfo]:
+        with self._guard():
+            stat = os.fstat(self.file.fileno())
+            self._identity = (stat.st_size, stat.st_mtime_ns & 0xFFFFFFFF)
+            self._archive = zipfile.ZipFile(self.file)
+            infos = checked_members(self._archive, self.path, stat.st_size)
+        return {i.filename[: -len(MEMBER_SUFFIX)]: i for i in infos}
 
     @property
     def metadata(self) -> dict[str, MetadataValue]:
         return {}  # an npz archive holds none
 
-    def keys(self) -> list[str]:
-        return list(self._infos)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._infos
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._infos)
-
     def _member(self, key: str) -> _Member:
         found = self._members.get(key)
         if found is not None:
             return found
-        info = self._infos.get(key)
-        if info is None:
-            raise NotFoundError("no tensor with this key", path=self._path, key=key)
+        info = self.entry(key)
         with self._guard(key), self._archive.open(info) as f:
-            dtype, shape, fortran = read_npy_header(f, self._path, key)
+            dtype, shape, fortran = read_npy_header(f, self.path, key)
         self._members[key] = found = _Member(info, dtype, shape, fortran)
         return found
 
     @contextlib.contextmanager
-    def _guard(self, key: str) -> Iterator[None]:
+    def _guard(self, key: str | None = None) -> Iterator[None]:
         """What a damaged archive makes zipfile raise, as MALFORMED naming the member."""
         try:
             yield
         except ZIP_ERRORS as exc:
-            raise MalformedError(f"not a readable .npz (ZIP) archive: {exc}", path=self._path,
+            raise MalformedError(f"not a readable .npz (ZIP) archive: {exc}", path=self.path,
                                  key=key) from None
 
     def summary(self, key: str) -> TensorSummary:
@@ -129,16 +103,10 @@ class NpzSource:
         little = member.dtype.newbyteorder("<")
         return TensorSummary(dtypes.for_array(np.empty(0, little)).name, member.shape, little)
 
-    def verify_tensor(self, key: str) -> None:
-        self.read_tensor(key)  # reading checks what npz can: the zip CRC-32 of the member
-
     def read_tensor(self, key: str) -> np.ndarray:
         member = self._member(key)
         with self._guard(key):
-            return read_member(self._archive, member.info, self._path)
-
-    def get_tensor(self, key: str) -> np.ndarray:
-        return self.read_tensor(key)
+            return read_member(self._archive, member.info, self.path)
 
     def read_piece(self, key: str, piece: Piece) -> np.ndarray:
         member = self._member(key)
@@ -156,7 +124,7 @@ class NpzSource:
             data = stream.file.read(length)
             if len(data) != length:
                 raise MalformedError(f"member data ends before element {piece.end}",
-                                     path=self._path, key=key)
+                                     path=self.path, key=key)
             stream.position = piece.end
             if piece.end == prod(member.shape):  # zipfile checks the CRC-32 at the end
                 stream.file.read(1)
@@ -169,7 +137,7 @@ class NpzSource:
         if stream is None or stream.key != key or stream.position != element:
             self._close_stream()
             f = self._archive.open(member.info)
-            read_npy_header(f, self._path, key)
+            read_npy_header(f, self.path, key)
             f.seek(f.tell() + element * member.dtype.itemsize)
             self._stream = stream = _Stream(key, f, element)
         return stream
@@ -187,22 +155,12 @@ class NpzSource:
         self._whole = None
         self._close_stream()
         self._archive.close()
-        self._file.close()
-
-    def __enter__(self) -> NpzSource:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        super().close()
 
 
 def is_npz(path: str) -> bool:
-    return path.lower().endswith(".npz") and os.path.isfile(path)
+    return has_suffix(path, ".npz")
 
 
-def _open(path: str, verify: bool) -> NpzSource:
-    return NpzSource(path, verify=verify)
-
-
-NPZ = ForeignFormat("npz", is_npz, _open)
+NPZ = ForeignFormat("npz", is_npz, NpzSource.opened)
 register_foreign_format(NPZ)

@@ -12,15 +12,12 @@ structure only.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 
 import numpy as np
 
 from ocf.format.checksum import crc32c
-from ocf.format.errors import NotFoundError
 from ocf.format.metadata import MetadataValue
-from ocf.format.object_graph import ObjectGraph
-from ocf.formats.output import open_source
+from ocf.formats.file_source import FileSource, has_suffix
 from ocf.formats.safetensors import (
     Entry,
     ocf_metadata,
@@ -34,66 +31,30 @@ from ocf.objects.sources import ForeignFormat, TensorSummary, register_foreign_f
 SUFFIX = ".safetensors"
 
 
-class SafetensorsSource:
+class SafetensorsSource(FileSource[Entry]):
     """A safetensors file as an :class:`ocf.objects.sources.Source`."""
 
     format_name = "safetensors"
 
-    def __init__(self, path: str | os.PathLike[str], *, verify: bool = True) -> None:
-        del verify  # nothing to checksum
-        self._path = os.fspath(path)
-        self._file = open_source(self._path)
-        try:
-            self.size = os.fstat(self._file.fileno()).st_size
-            self.header = read_header(self._file, self._path, self.size)
-            self._raw_header = os.pread(self._file.fileno(), self.header.data_start, 0)
-        except BaseException:
-            self._file.close()
-            raise
-        self._entries = {e.name: e for e in self.header.entries}
-
-    @property
-    def path(self) -> str:
-        return self._path
-
-    @property
-    def object_graph(self) -> ObjectGraph | None:
-        return None
+    def _read_entries(self) -> dict[str, Entry]:
+        self.size = os.fstat(self.file.fileno()).st_size
+        self.header = read_header(self.file, self.path, self.size)
+        self._raw_header = os.pread(self.file.fileno(), self.header.data_start, 0)
+        return {e.name: e for e in self.header.entries}
 
     @property
     def metadata(self) -> dict[str, MetadataValue]:
         return ocf_metadata(self.header)
 
-    def keys(self) -> list[str]:
-        return list(self._entries)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._entries
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._entries)
-
-    def entry(self, key: str) -> Entry:
-        found = self._entries.get(key)
-        if found is None:
-            raise NotFoundError("no tensor with this key", path=self._path, key=key)
-        return found
-
     def summary(self, key: str) -> TensorSummary:
         entry = self.entry(key)
         return TensorSummary(entry.dtype.name, entry.shape, entry.dtype.numpy)
 
-    def verify_tensor(self, key: str) -> None:
-        self.read_tensor(key)  # safetensors holds no checksums: reading checks what can be checked
-
     def read_tensor(self, key: str) -> np.ndarray:
-        return read_tensor(self._file.fileno(), self.entry(key), self.header, self._path)
-
-    def get_tensor(self, key: str) -> np.ndarray:
-        return self.read_tensor(key)
+        return read_tensor(self.file.fileno(), self.entry(key), self.header, self.path)
 
     def read_piece(self, key: str, piece: Piece) -> np.ndarray:
-        flat = read_elements(self._file.fileno(), self.entry(key), self.header, self._path,
+        flat = read_elements(self.file.fileno(), self.entry(key), self.header, self.path,
                              piece.begin, piece.end)
         return flat.reshape(piece.shape)
 
@@ -101,23 +62,10 @@ class SafetensorsSource:
     def identity(self) -> tuple[int, int]:
         return len(self._raw_header), crc32c(self._raw_header)
 
-    def close(self) -> None:
-        self._file.close()
-
-    def __enter__(self) -> SafetensorsSource:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
 
 def is_safetensors(path: str) -> bool:
-    return path.lower().endswith(SUFFIX) and os.path.isfile(path)
+    return has_suffix(path, SUFFIX)
 
 
-def _open(path: str, verify: bool) -> SafetensorsSource:
-    return SafetensorsSource(path, verify=verify)
-
-
-SAFETENSORS = ForeignFormat("safetensors", is_safetensors, _open)
+SAFETENSORS = ForeignFormat("safetensors", is_safetensors, SafetensorsSource.opened)
 register_foreign_format(SAFETENSORS)
