@@ -11,7 +11,6 @@ import contextlib
 import shutil
 import struct
 import tempfile
-import tracemalloc
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ from helpers import (
     index_bytes_of,
 )
 from hypothesis import currently_in_test_context, event
+from memory_support import traced_memory
 
 import ocf
 from ocf.v1 import index_pb2, tensor_pb2
@@ -156,12 +156,9 @@ def _read_all(path: Path, verify: bool, outcome: Outcome) -> None:
 def read_everything(path: Path, *, verify: bool) -> Outcome:
     """Open ``path`` and call every read on every tensor; only OCFError is caught."""
     outcome = Outcome()
-    tracemalloc.start()
-    try:
+    with traced_memory() as memory:
         _read_all(path, verify, outcome)
-        outcome.peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    outcome.peak = memory.peak
     if currently_in_test_context():  # --hypothesis-show-statistics: how far inputs get
         stage = "opened" if outcome.opened else "refused at open"
         for category in sorted({e.label for e in outcome.errors}) or ["no error"]:

@@ -11,7 +11,6 @@ import json
 import struct
 import subprocess
 import sys
-import tracemalloc
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +21,7 @@ import pytest
 import safetensors.numpy as st_numpy
 import safetensors.torch as st_torch
 import torch
+from memory_support import traced_memory
 
 import ocf
 from ocf.formats import npz, safetensors
@@ -453,15 +453,11 @@ def test_hostile_npz_is_refused_with_an_ocf_error_naming_it_in_bounded_memory(
     build, error, message = NPZ_HOSTILE[case]
     src = tmp_path / "bad.npz"
     src.write_bytes(build())
-    tracemalloc.start()
-    try:
-        with pytest.raises(error, match=message) as info:  # any other exception fails
-            npz.to_ocf(src, tmp_path / "out.ocf")
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    with (traced_memory() as memory,
+          pytest.raises(error, match=message) as info):  # any other exception fails
+        npz.to_ocf(src, tmp_path / "out.ocf")
     assert info.value.path == str(src)
-    assert peak < 4 << 20
+    assert memory.peak < 4 << 20
     assert not (tmp_path / "out.ocf").exists()
 
 
@@ -469,14 +465,10 @@ def test_npz_deflate_bomb_takes_the_memory_of_its_one_array(tmp_path: Path) -> N
     array_bytes = 32 << 20
     np.savez_compressed(tmp_path / "bomb.npz", a=np.zeros(array_bytes // 4, np.float32))
     assert (tmp_path / "bomb.npz").stat().st_size < array_bytes // 1000
-    tracemalloc.start()
-    try:
+    with traced_memory() as memory:
         npz.to_ocf(tmp_path / "bomb.npz", tmp_path / "bomb.ocf")
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
     # Reading the data whole, then copying it to C order, took twice this.
-    assert peak < array_bytes + (4 << 20)
+    assert memory.peak < array_bytes + (4 << 20)
     assert not ocf.load_file(tmp_path / "bomb.ocf")["a"].any()
 
 

@@ -11,10 +11,10 @@ figures.
 from __future__ import annotations
 
 import time
-import tracemalloc
 from pathlib import Path
 
 from helpers import build_file, make_index
+from memory_support import traced_memory
 
 import ocf
 from ocf.cli.tree import draw_tree
@@ -60,13 +60,9 @@ def cost(path: Path) -> tuple[float, int, int]:
         start = time.perf_counter()
         everything_a_user_may_ask(path)
         times.append(time.perf_counter() - start)
-    tracemalloc.start()
-    try:
+    with traced_memory() as memory:
         produced = everything_a_user_may_ask(path)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    return min(times), peak, produced
+    return min(times), memory.peak, produced
 
 
 def test_a_deep_chain_costs_linear_time_memory_and_output(tmp_path: Path) -> None:

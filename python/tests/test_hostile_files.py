@@ -8,7 +8,6 @@ import contextlib
 import os
 import struct
 import sys
-import tracemalloc
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +43,7 @@ from hostile import (
     snapshot,
     written_directory,
 )
+from memory_support import traced_memory
 
 import ocf
 from ocf.v1 import index_pb2, tensor_pb2
@@ -261,14 +261,9 @@ def test_index_length_above_the_limit_is_refused_before_anything_is_allocated(
         out.write(struct.pack("<QQIHH8s", PREAMBLE_SIZE, index_length, 0, 1, 0,
                               b"\x89OCFEND\n"))
     assert path.stat().st_size == size
-    tracemalloc.start()
-    try:
-        with pytest.raises(ocf.LimitExceededError):
-            ocf.Reader(path)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert peak < 1 << 20
+    with traced_memory() as memory, pytest.raises(ocf.LimitExceededError):
+        ocf.Reader(path)
+    assert memory.peak < 1 << 20
 
 
 @pytest.mark.parametrize("index_length", [MAX_INDEX_BYTES + 1, 1 << 63, (1 << 64) - 1])

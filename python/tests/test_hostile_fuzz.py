@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import struct
-import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from math import prod
@@ -71,6 +70,7 @@ from hostile import (
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from memory_support import traced_memory
 
 import ocf
 from ocf.v1 import index_pb2, metadata_pb2, tensor_pb2
@@ -687,21 +687,16 @@ def test_valid_hand_built_checkpoints_read_back_exactly(
     scratch: Path, generated: Generated,
 ) -> None:
     files = {FILE_NAME: generated.blob}
-    with materialized(scratch, "file", files) as path:
-        tracemalloc.start()
-        try:
-            with ocf.Reader(path) as reader:  # every generated file is valid
-                assert sorted(reader) == sorted(generated.values)
-                for key, value in generated.values.items():
-                    calls: dict[str, Callable[[], np.ndarray]] = {
-                        "get_tensor": lambda k=key: reader.get_tensor(k),
-                        "read_tensor": lambda k=key: reader.read_tensor(k),
-                        "get_slice": lambda k=key, s=value[1]: reader.get_slice(k, sub_index(s)),
-                        "read_tensors": lambda k=key: reader.read_tensors([k])[k],
-                    }
-                    for op, call in calls.items():
-                        _check_generated_read(key, op, value, call)
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
-    check_memory(Outcome(peak=peak), files, FILE_NAME)
+    with (materialized(scratch, "file", files) as path, traced_memory() as memory,
+          ocf.Reader(path) as reader):  # every generated file is valid
+        assert sorted(reader) == sorted(generated.values)
+        for key, value in generated.values.items():
+            calls: dict[str, Callable[[], np.ndarray]] = {
+                "get_tensor": lambda k=key: reader.get_tensor(k),
+                "read_tensor": lambda k=key: reader.read_tensor(k),
+                "get_slice": lambda k=key, s=value[1]: reader.get_slice(k, sub_index(s)),
+                "read_tensors": lambda k=key: reader.read_tensors([k])[k],
+            }
+            for op, call in calls.items():
+                _check_generated_read(key, op, value, call)
+    check_memory(Outcome(peak=memory.peak), files, FILE_NAME)

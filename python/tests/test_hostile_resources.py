@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import stat
 import threading
-import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +28,7 @@ from hostile import (
     read_calls,
     written_directory,
 )
+from memory_support import traced_memory
 
 import ocf
 from ocf.v1 import tensor_pb2
@@ -78,14 +78,9 @@ def test_many_slices_allocate_memory_in_proportion_to_the_file(tmp_path: Path) -
     blob = build_file(index, data)
     path = tmp_path / FILE_NAME
     path.write_bytes(blob)
-    tracemalloc.start()
-    try:
-        with ocf.Reader(path) as reader:
-            assert np.array_equal(reader.read_tensor("t"), values)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    check_memory(Outcome(peak=peak), {FILE_NAME: blob}, FILE_NAME)
+    with traced_memory() as memory, ocf.Reader(path) as reader:
+        assert np.array_equal(reader.read_tensor("t"), values)
+    check_memory(Outcome(peak=memory.peak), {FILE_NAME: blob}, FILE_NAME)
 
 
 def _open_descriptors() -> int:

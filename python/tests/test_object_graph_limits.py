@@ -6,8 +6,6 @@ quadratic in its depth).
 
 from __future__ import annotations
 
-import tracemalloc
-
 import pytest
 from graph_examples import (
     broken,
@@ -15,6 +13,7 @@ from graph_examples import (
     example_message,
     nested_metadata,
 )
+from memory_support import traced_memory
 
 from ocf.format import object_graph as graph
 from ocf.format.errors import LimitExceededError
@@ -74,14 +73,10 @@ def test_decoding_a_deep_chain_builds_no_paths() -> None:
     # about n^2 = 4 * 10^8 bytes here, 20 KB per node.
     n = 20_000
     message = chain(n)
-    tracemalloc.start()
-    try:
+    with traced_memory() as memory:
         decoded = check(message, {})
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
     assert len(decoded.nodes) == n
-    assert peak < 2048 * n
+    assert memory.peak < 2048 * n
 
 
 def test_path_of_the_deepest_node_of_a_deep_chain() -> None:
@@ -102,14 +97,10 @@ def test_path_of_the_deepest_node_of_a_deep_chain() -> None:
 def test_path_of_the_deepest_node_takes_memory_linear_in_the_depth() -> None:
     n = 10_000
     decoded = check(chain(n), {})
-    tracemalloc.start()
-    try:
+    with traced_memory() as memory:
         path = decoded.path(n - 1)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
     assert len(path) == 2 * n - 3
-    assert peak < 200 * n  # the quadratic cache takes about n^2 = 10^8 bytes
+    assert memory.peak < 200 * n  # the quadratic cache takes about n^2 = 10^8 bytes
 
 
 def test_a_long_chain_of_slots_of_slots_is_refused_quickly() -> None:

@@ -12,7 +12,6 @@ import contextlib
 import os
 import subprocess
 import sys
-import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +27,7 @@ from bundle_files import (
     sliced,
     write_files,
 )
+from memory_support import traced_memory
 from tf_support import framed, varint
 
 from ocf.format.errors import (
@@ -166,14 +166,9 @@ def test_absurd_block_handles_are_refused_without_allocating(
     tmp_path: Path, handles: bytes, error: type[OCFError]
 ) -> None:
     (tmp_path / "ckpt.index").write_bytes(b"\0" * 10 + raw_footer(handles, handles))
-    tracemalloc.start()
-    try:
-        with pytest.raises(error):
-            BundleReader(tmp_path / "ckpt")
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert peak < 1 << 20
+    with traced_memory() as memory, pytest.raises(error):
+        BundleReader(tmp_path / "ckpt")
+    assert memory.peak < 1 << 20
 
 
 def single_block_file(tmp_path: Path, contents: bytes) -> Path:
@@ -271,15 +266,11 @@ def test_hostile_entries_are_refused_on_read_without_allocating(
     tmp_path: Path, value: bytes, error: type[OCFError], match: str
 ) -> None:
     prefix = write_files(tmp_path, [(b"", header()), (b"x", value)], FLOATS)
-    tracemalloc.start()
-    try:
-        with BundleReader(prefix) as reader, pytest.raises(error, match=match) as caught:
-            reader.read("x")
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    with (traced_memory() as memory,
+          BundleReader(prefix) as reader, pytest.raises(error, match=match) as caught):
+        reader.read("x")
     assert caught.value.key == "x"
-    assert peak < 1 << 20
+    assert memory.peak < 1 << 20
 
 
 @pytest.mark.parametrize("verify", [True, False])

@@ -6,7 +6,6 @@ to the elements (ocf.tensorflow.tiling).
 from __future__ import annotations
 
 import itertools
-import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +18,7 @@ from bundle_files import (
     header,
     write_files,
 )
+from memory_support import traced_memory
 
 from ocf.format.errors import (
     InvalidError,
@@ -55,14 +55,10 @@ def test_partitioned_tensor_larger_than_its_slices_is_refused_before_allocating(
     prefix = write_files(
         tmp_path, [(b"", header()), (slice_key, float_entry()), (b"x", huge)], FLOATS
     )
-    tracemalloc.start()
-    try:
-        with BundleReader(prefix) as reader, pytest.raises(InvalidError, match="slices hold 3"):
-            reader.read("x")
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert peak < 1 << 20
+    with (traced_memory() as memory,
+          BundleReader(prefix) as reader, pytest.raises(InvalidError, match="slices hold 3")):
+        reader.read("x")
+    assert memory.peak < 1 << 20
 
 
 def partitioned_files(
@@ -118,17 +114,13 @@ def test_hostile_partitioned_entries_are_refused_before_allocating(
     error: type[OCFError], match: str,
 ) -> None:
     prefix = partitioned_files(tmp_path, code, shape, slices, data)
-    tracemalloc.start()
-    try:
-        with BundleReader(prefix) as reader, pytest.raises(error, match=match) as caught:
-            reader.read("x")
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    with (traced_memory() as memory,
+          BundleReader(prefix) as reader, pytest.raises(error, match=match) as caught):
+        reader.read("x")
     assert caught.value.key == "x"
     assert caught.value.path is not None
     assert caught.value.path.startswith(str(prefix))
-    assert peak < 1 << 20
+    assert memory.peak < 1 << 20
 
 
 FOUR = np.array([1.0, 2.0, 3.0, 4.0], np.float32).tobytes()
@@ -163,14 +155,10 @@ def test_assembling_needs_no_memory_per_element_beyond_the_output(tmp_path: Path
             writer.add_slice("x", full.shape, (i, 0), full[i : i + 1])
     with BundleReader(tmp_path / "ckpt") as reader:
         reader.entry("x")
-        tracemalloc.start()
-        try:
+        with traced_memory() as memory:
             value = reader.read("x")
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
     assert np.array_equal(value, full)
-    assert peak < full.nbytes * 3 // 2
+    assert memory.peak < full.nbytes * 3 // 2
 
 
 def brick_wall() -> list[tuple[tuple[int, int], ...]]:
