@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import shutil
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_support import run
 
 import ocf
 from ocf.format.checksum import crc32c
 from ocf.v1 import index_pb2
-
-
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    script = shutil.which("ocf", path=str(Path(sys.executable).parent))
-    command = [script] if script else [sys.executable, "-m", "ocf"]
-    return subprocess.run([*command, *args], capture_output=True, text=True, check=False)
 
 
 @pytest.fixture

@@ -29,7 +29,6 @@ from __future__ import annotations
 import hashlib
 import os
 import random
-import re
 import shutil
 import signal
 import subprocess
@@ -43,6 +42,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers import INDEX_FILE_NAME, big_values, index_of
+from strace_support import Call, needs_strace, traced_calls
 
 import ocf
 
@@ -402,13 +402,8 @@ def test_killed_overwrite_of_a_directory_checkpoint_keeps_the_old_checkpoint(
     _save_again_and_check(scene, "directory")
 
 
-# -- the order of the commit's system calls ---------------------------------------
-#
-# SIGKILL cannot show that data is fsynced before the rename that publishes it
-# (the page cache survives a killed process, not a power cut). strace can: it
-# records the real system calls of a real write.
+# -- the order of the commit's system calls (see strace_support.py) ----------------
 
-STRACE = shutil.which("strace")
 TRACED = ("openat", "fsync", "fdatasync", "rename", "renameat", "renameat2", "mkdir", "mkdirat")
 WRITE_SMALL = textwrap.dedent("""
     import sys
@@ -419,38 +414,9 @@ WRITE_SMALL = textwrap.dedent("""
 """)
 
 
-def _strace_works() -> bool:
-    if STRACE is None:
-        return False
-    probe = subprocess.run([STRACE, "-o", os.devnull, "true"], capture_output=True, check=False)
-    return probe.returncode == 0
-
-
-@dataclass(frozen=True)
-class Call:
-    name: str
-    paths: tuple[str, ...]  # quoted path arguments, or the path of an fd argument
-    flags: str
-    result: int
-
-
 def _trace(tmp_path: Path, target: Path, layout: str) -> list[Call]:
-    log = tmp_path / "strace.log"
-    subprocess.run([STRACE, "-f", "-qq", "-y", "-e", f"trace={','.join(TRACED)}", "-o",
-                    str(log), sys.executable, "-c", WRITE_SMALL, str(target), layout],
-                   check=True, capture_output=True)
-    calls = []
-    for line in log.read_text().splitlines():
-        match = re.match(r"^\d+\s+(\w+)\((.*)\)\s+=\s+(-?\d+)", line)
-        if match is None or match[1] not in TRACED:
-            continue
-        name, args, result = match[1], match[2], int(match[3])
-        if name in ("fsync", "fdatasync"):
-            paths = tuple(re.findall(r"^\d+<([^>]*)>", args))
-        else:
-            paths = tuple(re.findall(r'"([^"]*)"', args))
-        calls.append(Call(name, paths, args, result))
-    return calls
+    return traced_calls(tmp_path / "strace.log", TRACED,
+                        [sys.executable, "-c", WRITE_SMALL, str(target), layout])
 
 
 def _first(calls: list[Call], after: int, test: Callable[[Call], bool], what: str) -> int:
@@ -468,7 +434,7 @@ def _renamed(source: str, target: Path) -> Callable[[Call], bool]:
     return lambda c: c.name.startswith("rename") and c.paths == (source, str(target))
 
 
-@pytest.mark.skipif(not _strace_works(), reason="needs a working strace")
+@needs_strace
 def test_single_file_commit_fsyncs_the_file_before_the_rename_and_the_directory_after(
     tmp_path: Path,
 ) -> None:
@@ -484,7 +450,7 @@ def test_single_file_commit_fsyncs_the_file_before_the_rename_and_the_directory_
     _first(calls, renamed, _synced(tmp_path), "fsync of the directory")
 
 
-@pytest.mark.skipif(not _strace_works(), reason="needs a working strace")
+@needs_strace
 @pytest.mark.parametrize("existing", [False, True])
 def test_directory_commit_makes_shards_and_index_durable_before_the_rename(
     tmp_path: Path, existing: bool,

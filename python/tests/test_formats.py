@@ -9,8 +9,6 @@ from __future__ import annotations
 import io
 import json
 import struct
-import subprocess
-import sys
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -21,16 +19,12 @@ import pytest
 import safetensors.numpy as st_numpy
 import safetensors.torch as st_torch
 import torch
+from cli_support import run
 from memory_support import traced_memory
 
 import ocf
 from ocf.formats import npz, safetensors
 from ocf.formats.registry import FORMATS, convert
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ocf", *args], capture_output=True,
-                          text=True, check=False)
 
 
 def torch_tensors() -> dict[str, object]:
@@ -499,20 +493,20 @@ def test_npz_export_refuses_bfloat16(tmp_path: Path) -> None:
 
 def test_cli_converts_safetensors_to_ocf_and_back_bit_exactly(st_file: Path,
                                                               tmp_path: Path) -> None:
-    done = run_cli("convert", str(st_file), str(tmp_path / "model.ocf"))
+    done = run("convert", str(st_file), str(tmp_path / "model.ocf"))
     assert done.returncode == 0, done.stderr
     assert "(safetensors)" in done.stdout
-    done = run_cli("convert", str(tmp_path / "model.ocf"), str(tmp_path / "back.safetensors"))
+    done = run("convert", str(tmp_path / "model.ocf"), str(tmp_path / "back.safetensors"))
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "back.safetensors").read_bytes() == st_file.read_bytes()
 
 
 def test_cli_converts_npz_to_an_ocf_directory_and_to_safetensors(tmp_path: Path) -> None:
     np.savez(tmp_path / "a.npz", x=np.arange(4.0), y=np.eye(2, dtype=np.int32))
-    done = run_cli("convert", str(tmp_path / "a.npz"), str(tmp_path / "ckpt"))
+    done = run("convert", str(tmp_path / "a.npz"), str(tmp_path / "ckpt"))
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "ckpt").is_file()  # no suffix: OCF, one file
-    done = run_cli("convert", str(tmp_path / "a.npz"), str(tmp_path / "out"),
+    done = run("convert", str(tmp_path / "a.npz"), str(tmp_path / "out"),
                    "--to", "safetensors")
     assert done.returncode == 0, done.stderr
     back = st_numpy.load_file(str(tmp_path / "out"))
@@ -521,7 +515,7 @@ def test_cli_converts_npz_to_an_ocf_directory_and_to_safetensors(tmp_path: Path)
 
 def test_cli_unknown_target_format_fails_with_a_message(tmp_path: Path) -> None:
     np.savez(tmp_path / "a.npz", x=np.ones(1))
-    done = run_cli("convert", str(tmp_path / "a.npz"), str(tmp_path / "b"), "--to", "onnx")
+    done = run("convert", str(tmp_path / "a.npz"), str(tmp_path / "b"), "--to", "onnx")
     assert done.returncode == 1
     assert "unknown checkpoint format 'onnx'" in done.stderr
     assert not (tmp_path / "b").exists()
@@ -530,20 +524,20 @@ def test_cli_unknown_target_format_fails_with_a_message(tmp_path: Path) -> None:
 def test_cli_undetectable_source_fails_with_a_message(tmp_path: Path) -> None:
     # (.bin, a pickle, is refused by name: test_cli.py)
     (tmp_path / "weights.dat").write_bytes(b"\0" * 16)
-    done = run_cli("convert", str(tmp_path / "weights.dat"), str(tmp_path / "b.ocf"))
+    done = run("convert", str(tmp_path / "weights.dat"), str(tmp_path / "b.ocf"))
     assert done.returncode == 1
     assert "cannot tell the format" in done.stderr
 
 
 def test_cli_missing_source_is_not_found(tmp_path: Path) -> None:
-    done = run_cli("convert", str(tmp_path / "nothing.safetensors"), str(tmp_path / "b.ocf"))
+    done = run("convert", str(tmp_path / "nothing.safetensors"), str(tmp_path / "b.ocf"))
     assert done.returncode == 1
     assert done.stderr.startswith("NOT_FOUND")
 
 
 def test_cli_conversion_error_exits_non_zero_and_names_the_source(tmp_path: Path) -> None:
     forge(tmp_path / "bad.safetensors", {"t": entry("F32", [2], 0, 4)}, bytes(4))
-    done = run_cli("convert", str(tmp_path / "bad.safetensors"), str(tmp_path / "b.npz"))
+    done = run("convert", str(tmp_path / "bad.safetensors"), str(tmp_path / "b.npz"))
     assert done.returncode == 1
     assert done.stderr.startswith("INVALID")
     assert "bad.safetensors" in done.stderr

@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import random
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -32,6 +31,7 @@ from manager_support import (
     TESTS_DIR,
     assert_holds,
 )
+from strace_support import needs_strace, traced_calls
 
 import ocf
 from ocf.objects.state_file import (
@@ -145,7 +145,6 @@ def test_sigkill_at_random_moments_never_loses_the_latest_checkpoint(
 
 # -- the order of a save's system calls ------------------------------------------
 
-STRACE = shutil.which("strace")
 TRACED = ("openat", "fsync", "fdatasync", "rename", "renameat", "renameat2", "unlink",
           "unlinkat")
 SAVE_THREE = textwrap.dedent("""
@@ -161,31 +160,11 @@ SAVE_THREE = textwrap.dedent("""
 """)
 
 
-def _strace_works() -> bool:
-    if STRACE is None:
-        return False
-    probe = subprocess.run([STRACE, "-o", os.devnull, "true"], capture_output=True, check=False)
-    return probe.returncode == 0
-
-
 def _trace(tmp_path: Path, directory: Path) -> list[tuple[str, tuple[str, ...]]]:
-    assert STRACE is not None
-    log = tmp_path / "strace.log"
-    subprocess.run([STRACE, "-f", "-qq", "-y", "-e", f"trace={','.join(TRACED)}", "-o",
-                    str(log), sys.executable, "-c", SAVE_THREE, str(TESTS_DIR), str(directory)],
-                   check=True, capture_output=True)
-    calls = []
-    for line in log.read_text().splitlines():
-        match = re.match(r"^\d+\s+(\w+)\((.*)\)\s+=\s+(-?\d+)", line)
-        if match is None or match[1] not in TRACED or int(match[3]) < 0:
-            continue
-        name, args = match[1], match[2]
-        if name in ("fsync", "fdatasync"):
-            paths = tuple(re.findall(r"^\d+<([^>]*)>", args))
-        else:
-            paths = tuple(re.findall(r'"([^"]*)"', args))
-        calls.append((name, paths))
-    return calls
+    """The calls that succeeded, as (name, paths)."""
+    calls = traced_calls(tmp_path / "strace.log", TRACED,
+                         [sys.executable, "-c", SAVE_THREE, str(TESTS_DIR), str(directory)])
+    return [(call.name, call.paths) for call in calls if call.result >= 0]
 
 
 def _index(calls: list[tuple[str, tuple[str, ...]]], start: int,
@@ -196,7 +175,7 @@ def _index(calls: list[tuple[str, tuple[str, ...]]], start: int,
     raise AssertionError(f"no {what} after call {start}")
 
 
-@pytest.mark.skipif(not _strace_works(), reason="needs a working strace")
+@needs_strace
 def test_a_save_publishes_the_checkpoint_then_the_state_then_deletes(tmp_path: Path) -> None:
     directory = tmp_path / "run"
     calls = _trace(tmp_path, directory)

@@ -18,6 +18,7 @@ import pytest
 from bundle_files import (
     SRC,
 )
+from strace_support import STRACE, needs_strace
 
 from ocf.tensorflow import (
     BundleReader,
@@ -26,7 +27,6 @@ from ocf.tensorflow import (
 # The writer's commit: an index never describes data other than its own, even when a
 # checkpoint is overwritten and the writer is killed at any step of finish().
 
-STRACE = shutil.which("strace")
 WRITE_TAGGED = """
 import sys
 import numpy as np
@@ -75,14 +75,7 @@ def held(prefix: Path) -> str:
     raise AssertionError(f"{prefix} holds neither the old nor the new values: {got}")
 
 
-def strace_works() -> bool:
-    if STRACE is None:
-        return False
-    probe = subprocess.run([STRACE, "-o", os.devnull, "true"], capture_output=True, check=False)
-    return probe.returncode == 0
-
-
-@pytest.mark.skipif(not strace_works(), reason="needs a working strace")
+@needs_strace
 @pytest.mark.parametrize("syscalls", ["?unlink,?unlinkat", "?rename,?renameat,?renameat2",
                                       "fsync,fdatasync"])
 def test_killed_overwrite_never_leaves_an_index_describing_other_data(
@@ -114,7 +107,7 @@ def test_killed_overwrite_never_leaves_an_index_describing_other_data(
     assert held(prefix) == "new"
 
 
-@pytest.mark.skipif(not strace_works(), reason="needs a working strace")
+@needs_strace
 def test_finish_fsyncs_files_and_directory_and_removes_the_old_index_first(
     tmp_path: Path,
 ) -> None:

@@ -30,6 +30,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 import tf_support
+from cli_support import run
 from tf_scenarios import BIG_INDEX_KEYS, DICT_KEYS, KERAS_INPUT, SHARD_LIMIT, decode
 
 import ocf
@@ -799,17 +800,12 @@ def test_graph_that_is_not_a_protobuf_is_malformed(tmp_path: Path) -> None:
 # -- the command line ----------------------------------------------------------------------
 
 
-def ocf_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ocf", *args], capture_output=True,
-                          text=True, check=False)
-
-
 def test_cli_converts_tensorflow_to_ocf_and_back(tf_built: Built, tmp_path: Path) -> None:
-    done = ocf_cli("convert", tf_built.prefix("slots"), str(tmp_path / "slots.ocf"))
+    done = run("convert", tf_built.prefix("slots"), str(tmp_path / "slots.ocf"))
     assert done.returncode == 0, done.stderr
     assert "(tensorflow)" in done.stdout
     back = tmp_path / "tf" / "ckpt"
-    done = ocf_cli("convert", str(tmp_path / "slots.ocf"), "--to", "tensorflow", str(back))
+    done = run("convert", str(tmp_path / "slots.ocf"), "--to", "tensorflow", str(back))
     assert done.returncode == 0, done.stderr
     expected = tf_built.values("slots")
     with BundleReader(back) as bundle:
@@ -819,7 +815,7 @@ def test_cli_converts_tensorflow_to_ocf_and_back(tf_built: Built, tmp_path: Path
 
 
 def test_cli_inspect_lists_a_tensorflow_prefix(tf_built: Built) -> None:
-    done = ocf_cli("inspect", tf_built.prefix("v1_saver"))
+    done = run("inspect", tf_built.prefix("v1_saver"))
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert "name-based" in lines[1]
@@ -827,23 +823,23 @@ def test_cli_inspect_lists_a_tensorflow_prefix(tf_built: Built) -> None:
     assert lines[2].split() == ["KEY", "DTYPE", "SHAPE", "STORED"]
     assert lines[3].split() == ["dense/bias", "float32", "[3]", "12", "B"]
     assert lines[5].split() == ["embedding", "float32", "[10,", "2]", "3", "slices"]
-    one = ocf_cli("inspect", tf_built.prefix("v1_saver"), "--tensor", "global_step")
+    one = run("inspect", tf_built.prefix("v1_saver"), "--tensor", "global_step")
     assert one.stdout.splitlines() == ["tensor_name: global_step", "5"]
 
 
 def test_cli_inspect_and_tree_take_a_tensorflow_directory(tf_built: Built) -> None:
     directory = str(Path(tf_built.prefix("slots")).parent)  # latest from its `checkpoint`
-    done = ocf_cli("inspect", directory)
+    done = run("inspect", directory)
     assert done.returncode == 0, done.stderr
     assert f"model/dense/kernel/{VALUE_KEY}" in done.stdout
     assert GRAPH_KEY not in done.stdout
-    tree = ocf_cli("tree", directory)
+    tree = run("tree", directory)
     assert tree.returncode == 0, tree.stderr
     assert "slot 'm' of model/dense/kernel" in tree.stdout
 
 
 def test_cli_tree_draws_shared_keras_weights_once(tf_built: Built) -> None:
-    done = ocf_cli("tree", tf_built.prefix("keras"))
+    done = run("tree", tf_built.prefix("keras"))
     assert done.returncode == 0, done.stderr
     assert "_kernel -> (shared: optimizer/_trainable_variables/0)" in done.stdout
     assert done.stdout.count(".value: float32 [3, 4]") == 3  # kernel, momentum, velocity
@@ -854,14 +850,14 @@ def test_cli_reports_a_bad_tensorflow_graph_as_invalid(tmp_path: Path) -> None:
     graph.nodes[0].children.add(node_id=7, local_name="ghost")
     prefix = write_graph(tmp_path, graph)
     for command in (["tree", prefix], ["convert", prefix, str(tmp_path / "x.ocf")]):
-        done = ocf_cli(*command)
+        done = run(*command)
         assert done.returncode == 1
         assert done.stderr.startswith("INVALID:"), done.stderr
 
 
 def test_cli_verify_reads_and_checks_a_tensorflow_prefix(tf_built: Built,
                                                          tmp_path: Path) -> None:
-    done = ocf_cli("verify", tf_built.prefix("v1_saver"))
+    done = run("verify", tf_built.prefix("v1_saver"))
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("OK: ")
     assert "4 tensors read and checked (TensorFlow checkpoint)" in done.stdout
@@ -873,6 +869,6 @@ def test_cli_verify_reads_and_checks_a_tensorflow_prefix(tf_built: Built,
     damaged = bytearray(data.read_bytes())
     damaged[0] ^= 0xFF
     data.write_bytes(bytes(damaged))
-    bad = ocf_cli("verify", str(copy))
+    bad = run("verify", str(copy))
     assert bad.returncode == 1
     assert bad.stderr.startswith("INTEGRITY: "), bad.stderr
