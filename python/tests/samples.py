@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import ml_dtypes
 import numpy as np
 
@@ -33,11 +35,20 @@ def every_dtype() -> dict[str, np.ndarray]:
     }
 
 
-def assert_bit_exact(actual: np.ndarray, expected: np.ndarray) -> None:
-    """Same dtype, shape and bytes (NaN payloads and -0.0 included)."""
-    assert actual.dtype == expected.dtype
-    assert actual.shape == expected.shape
+def assert_bit_exact(actual: np.ndarray, expected: np.ndarray, what: str = "") -> None:
+    """Same dtype, shape and bytes (NaN payloads and -0.0 included); ``what`` names the
+    array in a failure."""
+    assert actual.dtype == expected.dtype, what
+    assert actual.shape == expected.shape, what
     if expected.dtype == object:
-        assert actual.tolist() == expected.tolist()
+        assert actual.tolist() == expected.tolist(), what
     else:
-        assert actual.tobytes() == expected.tobytes()
+        assert actual.tobytes() == expected.tobytes(), what
+
+
+def assert_all_bit_exact(actual: Mapping[str, np.ndarray],
+                         expected: Mapping[str, np.ndarray]) -> None:
+    """The same keys, and each array bit-exact (:func:`assert_bit_exact`)."""
+    assert sorted(actual) == sorted(expected)
+    for key, value in expected.items():
+        assert_bit_exact(actual[key], value, key)

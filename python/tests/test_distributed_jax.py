@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from samples import assert_all_bit_exact
 
 import ocf
 
@@ -46,10 +47,7 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_plain_process_reads_every_leaf_by_its_tree_path(saved: Path) -> None:
     loaded = ocf.load_file(saved)
     expected = global_tree()
-    assert sorted(loaded) == sorted(expected)
-    for key, value in expected.items():
-        assert loaded[key].dtype == value.dtype, key
-        assert loaded[key].tobytes() == value.tobytes(), key
+    assert_all_bit_exact(loaded, expected)
 
 
 @pytest.mark.parametrize("processes", [2, 1])

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from samples import assert_all_bit_exact
 
 import ocf.numpy
 
@@ -62,21 +63,14 @@ def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     return Run(backend, out, trained, run_worker(backend, "resume", out))
 
 
-def assert_bit_for_bit(actual: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> None:
-    assert sorted(actual) == sorted(expected)
-    for key, value in expected.items():
-        assert actual[key].dtype == value.dtype, key
-        assert actual[key].tobytes() == value.tobytes(), key
-
-
 # -- resuming ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("optimizer", OPTIMIZERS)
 def test_resumed_training_matches_the_uninterrupted_run_bit_for_bit(run: Run,
                                                                    optimizer: str) -> None:
-    assert_bit_for_bit(run.arrays(optimizer, "resumed"),
-                       run.arrays(optimizer, "uninterrupted"))
+    assert_all_bit_exact(run.arrays(optimizer, "resumed"),
+                         run.arrays(optimizer, "uninterrupted"))
 
 
 def test_training_moved_the_values_between_save_and_end(run: Run) -> None:

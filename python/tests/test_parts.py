@@ -19,6 +19,7 @@ import pytest
 from helpers import index_of, replace_index
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from samples import assert_all_bit_exact
 
 import ocf
 from ocf.distributed.parts import (
@@ -69,12 +70,7 @@ def _four_parts(directory: Path, save_id: str = SAVE, **options: object
 
 def _assert_holds(path: Path, expected: dict[str, np.ndarray]) -> None:
     with ocf.open(path) as reader:
-        assert sorted(reader) == sorted(expected)
-        for key, array in expected.items():
-            got = reader.read_tensor(key)
-            assert got.dtype == array.dtype, key
-            assert got.shape == array.shape, key
-            assert got.tobytes() == array.tobytes(), key
+        assert_all_bit_exact({key: reader.read_tensor(key) for key in reader}, expected)
 
 
 def _no_checkpoint(directory: Path) -> None:
