@@ -33,7 +33,6 @@ import numpy as np
 
 from ocf.format.checksum import crc32c
 from ocf.format.errors import (
-    IntegrityError,
     InvalidError,
     LimitExceededError,
     MalformedError,
@@ -43,7 +42,7 @@ from ocf.format.errors import (
 from ocf.format.memory import needing
 from ocf.format.storage.local import open_regular
 from ocf.tensorflow import dtypes, sstable, strings
-from ocf.tensorflow.encoding import mask_crc, masked_crc32c
+from ocf.tensorflow.encoding import check_masked_crc, mask_crc, masked_crc32c
 from ocf.tensorflow.entries import BundleHeader, TFEntry, decode_entry, decode_header
 from ocf.tensorflow.slice_keys import is_slice_key, slice_key
 from ocf.tensorflow.tiling import check_tiling
@@ -236,13 +235,7 @@ class BundleReader:
         if end < entry.num_elements:
             self._running[entry.key] = (end, crc)
             return
-        actual = mask_crc(crc)
-        if actual != entry.crc32c:
-            raise IntegrityError(
-                f"checksum mismatch (stored {entry.crc32c:#010x}, computed {actual:#010x})",
-                path=path,
-                key=entry.key,
-            )
+        check_masked_crc(entry.crc32c, mask_crc(crc), path, entry.key)
 
     def _slice_entry(self, parent: TFEntry, index: int) -> TFEntry:
         assert parent.slices is not None
@@ -311,13 +304,7 @@ class BundleReader:
             out[:] = values
             return out.reshape(entry.shape)
         if self.verify:
-            actual = masked_crc32c(buffer.data)
-            if actual != entry.crc32c:
-                raise IntegrityError(
-                    f"checksum mismatch (stored {entry.crc32c:#010x}, computed {actual:#010x})",
-                    path=path,
-                    key=key,
-                )
+            check_masked_crc(entry.crc32c, masked_crc32c(buffer.data), path, key)
         _check_values(entry, buffer, path, key)
         assert entry.dtype is not None
         return buffer.view(entry.dtype).reshape(entry.shape)

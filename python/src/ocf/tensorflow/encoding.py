@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from ocf.format.checksum import crc32c
-from ocf.format.errors import MalformedError
+from ocf.format.errors import IntegrityError, MalformedError
 
 MASK_DELTA = 0xA282EAD8
 MAX_VARINT32_BYTES = 5
@@ -36,6 +36,18 @@ def unmask_crc(masked: int) -> int:
 def masked_crc32c(data: bytes | bytearray | memoryview) -> int:
     """The masked CRC-32C of ``data``, as stored in block trailers and bundle entries."""
     return mask_crc(crc32c(data))
+
+
+def check_masked_crc(stored: int, actual: int, path: Path, key: str | None = None, *,
+                     what: str = "") -> None:
+    """IntegrityError, its message starting with ``what``, unless the masked CRC-32C
+    computed (``actual``) is the one ``stored``."""
+    if actual != stored:
+        raise IntegrityError(
+            f"{what}checksum mismatch (stored {stored:#010x}, computed {actual:#010x})",
+            path=path,
+            key=key,
+        )
 
 
 def encode_varint(value: int) -> bytes:

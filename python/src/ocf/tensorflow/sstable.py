@@ -30,10 +30,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import pairwise
 
-from ocf.format.errors import IntegrityError, LimitExceededError, MalformedError
+from ocf.format.errors import LimitExceededError, MalformedError
 from ocf.tensorflow import snappy
 from ocf.tensorflow.encoding import (
     Path,
+    check_masked_crc,
     decode_varint,
     encode_varint,
     fixed32,
@@ -148,14 +149,9 @@ def read_block(
     contents = data[handle.offset : handle.offset + handle.size]
     block_type = data[handle.offset + handle.size]
     if verify:
-        stored = fixed32(data, handle.offset + handle.size + 1)
-        actual = masked_crc32c(data[handle.offset : handle.offset + handle.size + 1])
-        if stored != actual:
-            raise IntegrityError(
-                f"{what} block at offset {handle.offset}: checksum mismatch "
-                f"(stored {stored:#010x}, computed {actual:#010x})",
-                path=path,
-            )
+        check_masked_crc(fixed32(data, handle.offset + handle.size + 1),
+                         masked_crc32c(data[handle.offset : handle.offset + handle.size + 1]),
+                         path, what=f"{what} block at offset {handle.offset}: ")
     if block_type == TYPE_RAW:
         return contents
     if block_type == TYPE_SNAPPY:

@@ -11,8 +11,15 @@ checksum bytes and then all string bytes, and is masked.
 from __future__ import annotations
 
 from ocf.format.checksum import crc32c
-from ocf.format.errors import IntegrityError, InvalidError
-from ocf.tensorflow.encoding import Path, decode_varint, encode_varint, fixed32, mask_crc
+from ocf.format.errors import InvalidError
+from ocf.tensorflow.encoding import (
+    Path,
+    check_masked_crc,
+    decode_varint,
+    encode_varint,
+    fixed32,
+    mask_crc,
+)
 
 _U32_MAX = 0xFFFFFFFF
 
@@ -71,21 +78,8 @@ def _verify(
     view: memoryview, lengths: list[int], pos: int, stored_crc: int, path: Path, key: str
 ) -> None:
     crc = crc32c(b"".join(_length_bytes(n) for n in lengths))
-    stored_lengths_crc = fixed32(view, pos)
-    if mask_crc(crc) != stored_lengths_crc:
-        raise IntegrityError(
-            f"string length checksum mismatch (stored {stored_lengths_crc:#010x}, "
-            f"computed {mask_crc(crc):#010x})",
-            path=path,
-            key=key,
-        )
-    actual = mask_crc(crc32c(view[pos:], crc))
-    if actual != stored_crc:
-        raise IntegrityError(
-            f"checksum mismatch (stored {stored_crc:#010x}, computed {actual:#010x})",
-            path=path,
-            key=key,
-        )
+    check_masked_crc(fixed32(view, pos), mask_crc(crc), path, key, what="string length ")
+    check_masked_crc(stored_crc, mask_crc(crc32c(view[pos:], crc)), path, key)
 
 
 def check_size(size: int, count: int, path: Path, key: str) -> None:
