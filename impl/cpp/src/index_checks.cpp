@@ -458,7 +458,7 @@ void CheckMetadataDepth(const google::protobuf::Map<std::string, v1::Value>& met
 
 void CheckIndexContent(const v1::Index& index, uint64_t index_offset,
                        std::vector<TensorLayout>* tensors, std::vector<BlockLayout>* blocks,
-                       IndexKind kind) {
+                       IndexKind kind, const MapEntryFaults& faults) {
   CheckRequiredFeatures(index, kind);                     // step 10
   CheckShards(index);                                     // steps 11 to 13
   CheckTensorColumns(index);                              // T1 to T10
@@ -473,6 +473,9 @@ void CheckIndexContent(const v1::Index& index, uint64_t index_offset,
   CheckBlockSizes(index, *blocks);                        // T17 to T22
   CheckChunks(index, blocks);                             // T23 to T27
   CheckOverlaps(index);                                   // T28
+  if (faults.index_metadata) {                            // step 15
+    Fail(Category::kInvalid, "R-META-001", "a map entry of Index.metadata holds a field other than its key and value");
+  }
   CheckMetadataDepth(index.metadata(), "Index.metadata"); // step 15
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "checkpoint.h"
+#include "map_entries.h"
 #include "ocf/v1/index.pb.h"
 
 namespace ocf {
@@ -21,7 +22,8 @@ enum class IndexKind { kCheckpoint, kPart };
 void CheckIndexContent(const v1::Index& index, uint64_t index_offset,
                        std::vector<TensorLayout>* tensors,
                        std::vector<BlockLayout>* blocks,
-                       IndexKind kind = IndexKind::kCheckpoint);
+                       IndexKind kind = IndexKind::kCheckpoint,
+                       const MapEntryFaults& faults = MapEntryFaults());
 
 // Step 16 for every external shard of `index`, in order: it is not the
 // index file itself, named `index_name` in `directory` (INVALID,

@@ -61,8 +61,9 @@ bool IsWriteShardName(const std::string& name) {
 // rules of a part index, its identity, and what only part 0 may carry.
 Part ReadPart(const File& file, const std::string& save_id, uint32_t number, uint32_t count) {
   Part part;
-  const uint64_t index_offset = ReadIndex(file, &part.index);
-  CheckIndexContent(part.index, index_offset, &part.tensors, &part.blocks, IndexKind::kPart);
+  MapEntryFaults faults;
+  const uint64_t index_offset = ReadIndex(file, &part.index, &faults);
+  CheckIndexContent(part.index, index_offset, &part.tensors, &part.blocks, IndexKind::kPart, faults);
   const v1::Index& index = part.index;
   bool lists_part = false;
   for (const std::string& name : index.header().required_features()) lists_part |= name == "part";
@@ -210,8 +211,9 @@ void CheckMergedIndex(const std::string& bytes) {
   }
   std::vector<TensorLayout> tensors;
   std::vector<BlockLayout> blocks;
-  CheckIndexContent(reparsed, 64, &tensors, &blocks);
-  if (reparsed.has_object_graph()) CheckGraph(reparsed);
+  const MapEntryFaults faults = FindMapEntryFaults(bytes);
+  CheckIndexContent(reparsed, 64, &tensors, &blocks, IndexKind::kCheckpoint, faults);
+  if (reparsed.has_object_graph()) CheckGraph(reparsed, faults);
 }
 
 void Publish(const std::string& directory, const std::string& index_bytes) {
