@@ -38,9 +38,4 @@ std::vector<File> OpenShardFiles(const v1::Index& index, const std::string& dire
 void CheckMetadataDepth(const google::protobuf::Map<std::string, v1::Value>& metadata,
                         const std::string& where);
 
-// True when two boxes of a rank-`rank` shape share an element: they
-// overlap along every dimension ([R-SLICE-002]), compared exactly.
-bool BoxesOverlap(const uint64_t* start_a, const uint64_t* extent_a, const uint64_t* start_b,
-                  const uint64_t* extent_b, size_t rank);
-
 }  // namespace ocf
