@@ -21,12 +21,18 @@ def boxes_in_shape(draw: st.DrawFn) -> tuple[tuple[int, ...], list[tuple[tuple[i
     return shape, boxes
 
 
-def painted_exactly_once(shape: tuple[int, ...],
-                         boxes: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> bool:
+def times_painted(shape: tuple[int, ...],
+                  boxes: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> np.ndarray:
+    """How many boxes cover each element."""
     grid = np.zeros(shape, dtype=np.int64)
     for start, extent in boxes:
         grid[tuple(slice(s, s + e) for s, e in zip(start, extent))] += 1
-    return bool((grid == 1).all())
+    return grid
+
+
+def painted_exactly_once(shape: tuple[int, ...],
+                         boxes: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> bool:
+    return bool((times_painted(shape, boxes) == 1).all())
 
 
 @settings(max_examples=400, deadline=None)
@@ -47,10 +53,7 @@ def test_a_regular_grid_of_boxes_tiles_and_one_shifted_box_breaks_it() -> None:
 
 def painted_at_most_once(shape: tuple[int, ...],
                          boxes: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> bool:
-    grid = np.zeros(shape, dtype=np.int64)
-    for start, extent in boxes:
-        grid[tuple(slice(s, s + e) for s, e in zip(start, extent))] += 1
-    return bool((grid <= 1).all())
+    return bool((times_painted(shape, boxes) <= 1).all())
 
 
 @settings(max_examples=400, deadline=None)
