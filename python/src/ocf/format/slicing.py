@@ -45,7 +45,18 @@ def boxes_disjoint(boxes: Sequence[Box]) -> bool:
 
 
 def _disjoint(boxes: Sequence[Box]) -> bool:
-    """True when no two boxes share an element [R-SLICE-002].
+    """True when no two boxes share an element [R-SLICE-002]."""
+    if len(boxes) < 2:
+        return True
+    # Values are at most 2^58 once the boxes lie inside a valid shape.
+    lo = np.array([b for b, _ in boxes], dtype=np.int64)
+    return arrays_disjoint(lo, np.array([e for _, e in boxes], dtype=np.int64))
+
+
+def arrays_disjoint(lo: np.ndarray, extent: np.ndarray) -> bool:
+    """True when no two boxes share an element: box ``i`` starts at ``lo[i]`` and extends
+    ``extent[i]`` (int64 arrays of ``n`` rows and one column per dimension, each box
+    inside one shape, so that ``lo + extent`` is below 2^58) [R-SLICE-002].
 
     Boxes that are the cells of one grid take O(r n log n); the others a sweep
     along the dimension where the fewest pairs of boxes overlap: after sorting
@@ -53,11 +64,9 @@ def _disjoint(boxes: Sequence[Box]) -> bool:
     there, and only those are compared with it, so the cost is r times that
     number of pairs on top of O(r n log n). Memory stays linear in n.
     """
-    if len(boxes) < 2:
+    if len(lo) < 2:
         return True
-    # Values are at most 2^58 once the boxes lie inside a valid shape.
-    lo = np.array([b for b, _ in boxes], dtype=np.int64)
-    hi = lo + np.array([e for _, e in boxes], dtype=np.int64)
+    hi = lo + extent
     if lo.shape[1] == 0:
         return False  # two boxes of a scalar are the same element
     if _cells_of_one_grid(lo, hi):
