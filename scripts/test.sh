@@ -29,6 +29,8 @@ bash bindings/check.sh "$py"
 echo "== impl/cpp: build the C++ implementation, run the conformance suite on it"
 make --no-print-directory -s -j"$(nproc)" -C impl/cpp
 "$root/.venv/bin/ocf" conformance --impl impl/cpp/build/ocf-cpp-adapter
+echo "== impl/cpp against the reference on 2,000 damaged copies of the read cases (same answers)"
+"$py" conformance/tools/differential.py --impl impl/cpp/build/ocf-cpp-adapter --rounds 2000 --seed 7
 echo "== API reference (mkdocs.yml, docs/): built with --strict, a warning fails it"
 site="$(mktemp -d)"
 trap 'rm -rf "$site"' EXIT

@@ -17,9 +17,10 @@ import sample_data as samples
 from case_dirs import Suite, error
 from cases_read import FILE
 from ocfbytes import CODEC_ZSTD, Builder, field_bytes, varint
-from semantic import i
+from semantic import i, lst, s
 
 METADATA = 5  # the field number of Index.metadata
+OBJECT_GRAPH = 6  # the field number of Index.object_graph
 UNKNOWN_GROUP = 15  # no field of Index has this number
 ABOVE_32_BITS = 1 << 32
 
@@ -100,6 +101,68 @@ def repeated_keys(suite: Suite) -> None:
           builder, index.SerializeToString(deterministic=True) + entry(1) + entry(2))
 
 
+def _entry(*fields: bytes) -> bytes:
+    """One entry of Index.metadata, its fields written as given."""
+    return field_bytes(METADATA, b"".join(fields))
+
+
+def _value(**kind: object) -> bytes:
+    return metadata_pb2.Value(**kind).SerializeToString()  # type: ignore[arg-type]
+
+
+KEY, VALUE = field_bytes(1, b"step"), field_bytes(2, _value(int_value=2))
+
+
+def map_entries(suite: Suite) -> None:
+    """[R-META-001]: a map entry is read as protobuf reads the message of two fields it is
+    (a missing key or value is the default, a repeated one the last, a value merges), and
+    one holding any other field is INVALID, since runtimes disagree on it."""
+    for name, metadata, description, fields in [
+            ("missing-key", {"": i(2)}, "no key: the key is the empty string", [VALUE]),
+            ("missing-value", {"step": None}, "no value: the value is null", [KEY]),
+            ("empty", {"": None}, "no field at all: the empty key holds null", []),
+            ("key-repeated", {"step": i(2)}, "the key twice, 'other' and then 'step': the "
+             "last is the key", [field_bytes(1, b"other"), KEY, VALUE]),
+            ("value-kind-replaced", {"step": s("two")}, "the value twice, the integer 2 and "
+             "then the text 'two': the two Values merge, and the kind set last wins",
+             [KEY, VALUE, field_bytes(2, _value(string_value="two"))]),
+            ("value-lists-merge", {"step": lst(i(1), i(2))}, "the value twice, the lists [1] "
+             "and [2]: the two Values merge into the list [1, 2]",
+             [KEY] + [field_bytes(2, field_bytes(6, field_bytes(1, _value(int_value=n))))
+                      for n in (1, 2)])]:
+        builder = _base()
+        builder.metadata = metadata
+        index = builder.index()
+        index.ClearField("metadata")
+        _read(suite, f"metadata-entry-{name}", ["R-META-001", "R-FILE-009"],
+              f"Index.metadata holds one entry with {description}.",
+              builder, index.SerializeToString(deterministic=True) + _entry(*fields))
+    builder = _base()
+    plain = builder.index().SerializeToString(deterministic=True)
+    nested = field_bytes(2, field_bytes(7, field_bytes(1, KEY + VALUE + varint(3 << 3) +
+                                                       varint(1))))
+    for name, description, entries in [
+            ("unknown-field", "an entry holding key, value and a field 3 (the varint 1)",
+             _entry(KEY, VALUE, varint(3 << 3), varint(1))),
+            ("key-as-varint", "an entry whose field 1 is the varint 7 (wire type 0), not a "
+             "string", _entry(varint(1 << 3), varint(7), VALUE)),
+            ("nested-unknown-field", "an entry whose value is a map with one entry holding "
+             "key, value and a field 3", _entry(KEY, nested)),
+            ("replaced-entry-unknown-field", "an entry 'step' whose value is a map with an "
+             "entry holding a field 3, then a plain entry 'step' that replaces it: the rule "
+             "is on every entry of the wire", _entry(KEY, nested) + _entry(KEY, VALUE))]:
+        _reject(suite, f"metadata-entry-{name}", ["R-META-001"], "INVALID",
+                f"Index.metadata holds {description}.", builder.single(plain + entries))
+    graph = index_pb2.Index(object_graph={"nodes": [{}]}).object_graph
+    node = graph.nodes[0].SerializeToString() + field_bytes(
+        5, KEY + VALUE + varint(3 << 3) + varint(1))
+    suite.read("reject.graph.node-metadata-entry-unknown-field", requirements=["R-META-001"],
+               description="An object graph of one node whose metadata entry holds key, "
+               "value and a field 3.", files={FILE: builder.single(
+                   plain + field_bytes(OBJECT_GRAPH, field_bytes(1, node)))},
+               input=FILE, expect=error("INVALID"))
+
+
 def utf8(suite: Suite) -> None:
     """[R-FILE-007]: valid UTF-8 as the Unicode Standard defines it."""
     builder = Builder()
@@ -145,5 +208,6 @@ def groups(suite: Suite) -> None:
 def generate(suite: Suite) -> None:
     integers(suite)
     repeated_keys(suite)
+    map_entries(suite)
     utf8(suite)
     groups(suite)

@@ -332,6 +332,11 @@ def rle_then_raw(data: bytes) -> bytes:
 # -- slices ----------
 
 
+def rows_over_columns(h: int) -> list[tuple[list[int], list[int]]]:
+    """The boxes of a [2h, h] matrix: h whole rows on top, h whole columns below."""
+    return ([([i, 0], [1, h]) for i in range(h)] + [([h, j], [h, 1]) for j in range(h)])
+
+
 def slices(suite: Suite) -> None:
     builder = Builder()
     builder.add("grid", "float32", [4, 6], samples.ramp("float32", [4, 6]),
@@ -362,6 +367,15 @@ def slices(suite: Suite) -> None:
            "Tensors stored in slices: boxes listed out of order and stored in the file in yet "
            "another order, a sliced scalar, a single box, byte strings, zstd slices, and "
            "1-element boxes.")
+
+    builder = Builder()
+    builder.add("cross", "uint8", [16, 8], samples.ramp("uint8", [16, 8]),
+                slices=rows_over_columns(8))
+    single(suite, "read.slice.rows-over-columns", builder, ["R-SLICE-002"],
+           "A uint8 [16, 8] matrix whose top half is 8 slices of one whole row and whose "
+           "bottom half is 8 slices of one whole column: boxes that tile the shape without "
+           "being the cells of one grid, and that overlap pairwise along each dimension "
+           "(the costly input for a sweep, spec/format.md, Slices).")
 
     builder = directory_builder()
     builder.add("spread", "float64", [3, 2], samples.ramp("float64", [3, 2]),

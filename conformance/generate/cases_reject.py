@@ -21,7 +21,14 @@ from ocf.v1 import index_pb2
 import sample_data as samples
 import semantic
 from case_dirs import Suite, error
-from cases_read import DIRECTORY, FILE, base_builder, example_graph, in_directory
+from cases_read import (
+    DIRECTORY,
+    FILE,
+    base_builder,
+    example_graph,
+    in_directory,
+    rows_over_columns,
+)
 from ocfbytes import (
     CODEC_ZSTD,
     FOOTER_MAGIC,
@@ -1198,6 +1205,16 @@ def slice_cases(r: Rejects) -> None:
     r.blob("slice.overlap-volume-matches", ["R-SLICE-002"], "INVALID",
            "A uint8 [2, 2] tensor in slices of 2 and 2 elements (the right total) that overlap "
            "at [0, 0] and leave [1, 1] uncovered.", builder.single())
+    builder = Builder()
+    boxes = rows_over_columns(8)
+    del boxes[0]  # no row 0 (8 elements) ...
+    boxes[-2] = ([8, 6], [8, 2])  # ... but column 6 twice as wide (8 more): 128 in all
+    builder.add("m", "uint8", [16, 8], bytes(128), slices=boxes)
+    r.blob("slice.rows-over-columns-overlap", ["R-SLICE-002"], "INVALID",
+           "A uint8 [16, 8] matrix in 15 slices: rows 1 to 7 whole, then columns 0 to 7 of "
+           "the bottom half, column 6 two wide, so that it overlaps column 7 while the "
+           "element counts still add up to 128 (row 0 is uncovered); not the cells of one "
+           "grid.", builder.single())
     builder = Builder()
     builder.add("s", "float32", [], struct.pack("<f", 1.0), slices=[([], []), ([], [])])
     r.blob("slice.scalar-twice", ["R-SLICE-002"], "INVALID",

@@ -60,12 +60,14 @@ std::unique_ptr<Checkpoint> Checkpoint::Open(const std::string& path) {
   std::unique_ptr<Checkpoint> checkpoint(new Checkpoint());
   Checkpoint& c = *checkpoint;
   c.index_file_ = OpenIndexFile(path, &c.directory_, &c.index_name_);          // step 1
-  c.index_offset_ = ReadIndex(c.index_file_, &c.index_);                       // steps 2 to 9
-  CheckIndexContent(c.index_, c.index_offset_, &c.tensors_, &c.blocks_);       // steps 10 to 15
+  MapEntryFaults faults;
+  c.index_offset_ = ReadIndex(c.index_file_, &c.index_, &faults);              // steps 2 to 9
+  CheckIndexContent(c.index_, c.index_offset_, &c.tensors_, &c.blocks_,        // steps 10 to 15
+                    IndexKind::kCheckpoint, faults);
   c.shard_files_ = OpenShardFiles(c.index_, c.directory_, c.index_name_);      // step 16
   // The adapter uses the graph, so it checks it now, before any tensor
   // byte ([R-GRAPH-001]; presence is field presence).
-  if (c.index_.has_object_graph()) CheckGraph(c.index_);
+  if (c.index_.has_object_graph()) CheckGraph(c.index_, faults);
   return checkpoint;
 }
 

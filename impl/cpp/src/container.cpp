@@ -120,7 +120,7 @@ bool IsValidUtf8(const std::string& text) {
   return true;
 }
 
-uint64_t ReadIndex(const File& file, v1::Index* index) {
+uint64_t ReadIndex(const File& file, v1::Index* index, MapEntryFaults* faults) {
   const uint64_t size = file.size();
   if (size < kPreambleSize + kFooterSize) {
     Fail(Category::kMalformed, "R-FILE-004",
@@ -170,6 +170,7 @@ uint64_t ReadIndex(const File& file, v1::Index* index) {
          file.name() + ": the index bytes are not a valid ocf.v1.Index "
                        "(bad wire format, invalid UTF-8 or nesting over 100)");
   }
+  *faults = FindMapEntryFaults(bytes);
   return index_offset;
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "files.h"
+#include "map_entries.h"
 #include "ocf/v1/index.pb.h"
 
 namespace ocf {
@@ -14,7 +15,7 @@ constexpr uint64_t kMaxIndexLength = 268435456;
 
 // Parses the index of `file` into `index` and returns `index_offset`, the
 // end of the index file's data region.
-uint64_t ReadIndex(const File& file, v1::Index* index);
+uint64_t ReadIndex(const File& file, v1::Index* index, MapEntryFaults* faults);
 
 // True when the file's first 8 bytes are the preamble magic [R-FILE-002].
 bool HasPreambleMagic(const File& file);

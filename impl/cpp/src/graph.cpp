@@ -104,7 +104,7 @@ std::string Join(std::initializer_list<const std::string*> parts) {
 
 }  // namespace
 
-void CheckGraph(const v1::Index& index) {
+void CheckGraph(const v1::Index& index, const MapEntryFaults& faults) {
   const v1::ObjectGraph& graph = index.object_graph();
   const size_t n = graph.nodes_size();
   if (n == 0) Fail(Category::kInvalid, "R-GRAPH-001", "the object graph is present and has no node");   // G1
@@ -116,7 +116,10 @@ void CheckGraph(const v1::Index& index) {
     CheckEdges(node, id, n);
     CheckAttributes(node, id, keys, &named_keys);
     CheckSlotVariables(node, id, n);
-    CheckMetadataDepth(node.metadata(), Node(id) + " metadata");                           // G3d
+    if (faults.nodes.count(id)) {                                                          // G3d
+      Fail(Category::kInvalid, "R-META-001", Node(id) + ": a map entry of its metadata holds a field other than its key and value");
+    }
+    CheckMetadataDepth(node.metadata(), Node(id) + " metadata");
   }
   for (size_t id = 0; id < n; ++id) {                                                      // G4
     for (const auto& slot : graph.nodes(id).slot_variables()) {

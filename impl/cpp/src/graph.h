@@ -6,13 +6,15 @@
 #include <string>
 #include <vector>
 
+#include "map_entries.h"
 #include "ocf/v1/index.pb.h"
 
 namespace ocf {
 
 // Runs G1 to G5 on the graph of `index` (which must have one) after the
 // index passed steps 1 to 15; throws FormatError for the first failure.
-void CheckGraph(const v1::Index& index);
+// `faults` lists the nodes whose metadata entries hold other fields (G3d).
+void CheckGraph(const v1::Index& index, const MapEntryFaults& faults = MapEntryFaults());
 
 // The canonical path of every node of a checked graph, by node id.
 std::vector<std::string> CanonicalPaths(const v1::ObjectGraph& graph);

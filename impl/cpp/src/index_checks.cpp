@@ -5,6 +5,7 @@
 #include <string_view>
 #include <unordered_set>
 
+#include "boxes.h"
 #include "container.h"
 #include "dtypes.h"
 #include "errors.h"
@@ -252,17 +253,15 @@ void CheckSlices(const v1::Index& index, const std::vector<TensorLayout>& tensor
       block.element_count = static_cast<uint64_t>(count);
       covered += count;
     }
-    for (uint32_t a = 0; a < slices; ++a) {
-      for (uint32_t b = a + 1; b < slices; ++b) {
-        const uint64_t at_a = box_at + uint64_t(a) * rank, at_b = box_at + uint64_t(b) * rank;
-        if (BoxesOverlap(starts + at_a, extents + at_a, starts + at_b, extents + at_b, rank)) {
-          Fail(Category::kInvalid, "R-SLICE-002",
-               Tensor(index, i) + ": slices " + std::to_string(a) + " and " + std::to_string(b) + " overlap");
-        }
-      }
-    }
+    // The count first, which is cheap; then disjointness, without comparing
+    // every pair (boxes.cpp).
     if (must_tile && covered != tensor.element_count) {
       Fail(Category::kInvalid, "R-SLICE-002", Tensor(index, i) + ": the slices do not cover the shape");
+    }
+    size_t a = 0, b = 0;
+    if (!BoxesDisjoint(starts + box_at, extents + box_at, slices, rank, &a, &b)) {
+      Fail(Category::kInvalid, "R-SLICE-002",
+           Tensor(index, i) + ": slices " + std::to_string(a) + " and " + std::to_string(b) + " overlap");
     }
     box_at += uint64_t(slices) * rank;
   }
@@ -440,17 +439,6 @@ void CheckValueDepth(const v1::Value& value, int level, const std::string& where
 
 }  // namespace
 
-bool BoxesOverlap(const uint64_t* start_a, const uint64_t* extent_a, const uint64_t* start_b,
-                  const uint64_t* extent_b, size_t rank) {
-  for (size_t d = 0; d < rank; ++d) {
-    if (!(u128(start_a[d]) < u128(start_b[d]) + extent_b[d] &&
-          u128(start_b[d]) < u128(start_a[d]) + extent_a[d])) {
-      return false;
-    }
-  }
-  return true;
-}
-
 void CheckMetadataDepth(const google::protobuf::Map<std::string, v1::Value>& metadata,
                         const std::string& where) {
   for (const auto& entry : metadata) CheckValueDepth(entry.second, 0, where);
@@ -458,7 +446,7 @@ void CheckMetadataDepth(const google::protobuf::Map<std::string, v1::Value>& met
 
 void CheckIndexContent(const v1::Index& index, uint64_t index_offset,
                        std::vector<TensorLayout>* tensors, std::vector<BlockLayout>* blocks,
-                       IndexKind kind) {
+                       IndexKind kind, const MapEntryFaults& faults) {
   CheckRequiredFeatures(index, kind);                     // step 10
   CheckShards(index);                                     // steps 11 to 13
   CheckTensorColumns(index);                              // T1 to T10
@@ -473,6 +461,9 @@ void CheckIndexContent(const v1::Index& index, uint64_t index_offset,
   CheckBlockSizes(index, *blocks);                        // T17 to T22
   CheckChunks(index, blocks);                             // T23 to T27
   CheckOverlaps(index);                                   // T28
+  if (faults.index_metadata) {                            // step 15
+    Fail(Category::kInvalid, "R-META-001", "a map entry of Index.metadata holds a field other than its key and value");
+  }
   CheckMetadataDepth(index.metadata(), "Index.metadata"); // step 15
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "checkpoint.h"
+#include "map_entries.h"
 #include "ocf/v1/index.pb.h"
 
 namespace ocf {
@@ -21,7 +22,8 @@ enum class IndexKind { kCheckpoint, kPart };
 void CheckIndexContent(const v1::Index& index, uint64_t index_offset,
                        std::vector<TensorLayout>* tensors,
                        std::vector<BlockLayout>* blocks,
-                       IndexKind kind = IndexKind::kCheckpoint);
+                       IndexKind kind = IndexKind::kCheckpoint,
+                       const MapEntryFaults& faults = MapEntryFaults());
 
 // Step 16 for every external shard of `index`, in order: it is not the
 // index file itself, named `index_name` in `directory` (INVALID,
@@ -35,10 +37,5 @@ std::vector<File> OpenShardFiles(const v1::Index& index, const std::string& dire
 // at level 0) lies above level 32. `where` names the map in messages.
 void CheckMetadataDepth(const google::protobuf::Map<std::string, v1::Value>& metadata,
                         const std::string& where);
-
-// True when two boxes of a rank-`rank` shape share an element: they
-// overlap along every dimension ([R-SLICE-002]), compared exactly.
-bool BoxesOverlap(const uint64_t* start_a, const uint64_t* extent_a, const uint64_t* start_b,
-                  const uint64_t* extent_b, size_t rank);
 
 }  // namespace ocf

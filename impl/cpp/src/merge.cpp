@@ -6,6 +6,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "boxes.h"
 #include "checkpoint.h"
 #include "commit.h"
 #include "container.h"
@@ -61,8 +62,9 @@ bool IsWriteShardName(const std::string& name) {
 // rules of a part index, its identity, and what only part 0 may carry.
 Part ReadPart(const File& file, const std::string& save_id, uint32_t number, uint32_t count) {
   Part part;
-  const uint64_t index_offset = ReadIndex(file, &part.index);
-  CheckIndexContent(part.index, index_offset, &part.tensors, &part.blocks, IndexKind::kPart);
+  MapEntryFaults faults;
+  const uint64_t index_offset = ReadIndex(file, &part.index, &faults);
+  CheckIndexContent(part.index, index_offset, &part.tensors, &part.blocks, IndexKind::kPart, faults);
   const v1::Index& index = part.index;
   bool lists_part = false;
   for (const std::string& name : index.header().required_features()) lists_part |= name == "part";
@@ -123,16 +125,17 @@ void CheckKeyTiling(const std::vector<Part>& parts, const std::string& key, cons
     Fail(Category::kLimitExceeded, "R-SLICE-004", "'" + key + "' has " + std::to_string(slices.size()) + " slices in all parts");
   }
   const size_t rank = shape_of_first.shape.size();
+  // The boxes side by side, for a check that does not compare every pair (boxes.cpp).
+  std::vector<uint64_t> starts, extents;
   u128 covered = 0;
-  for (size_t a = 0; a < slices.size(); ++a) {
-    for (size_t b = a + 1; b < slices.size(); ++b) {
-      const Part &part_a = parts[slices[a].first], &part_b = parts[slices[b].first];
-      if (BoxesOverlap(Box(part_a, slices[a].second, false), Box(part_a, slices[a].second, true),
-                       Box(part_b, slices[b].second, false), Box(part_b, slices[b].second, true), rank)) {
-        Fail(Category::kInvalid, "R-PART-005", "'" + key + "': boxes of the parts overlap");
-      }
-    }
-    covered += parts[slices[a].first].blocks[slices[a].second].element_count;
+  for (const auto& [part, block] : slices) {
+    starts.insert(starts.end(), Box(parts[part], block, false), Box(parts[part], block, false) + rank);
+    extents.insert(extents.end(), Box(parts[part], block, true), Box(parts[part], block, true) + rank);
+    covered += parts[part].blocks[block].element_count;
+  }
+  size_t a = 0, b = 0;
+  if (!BoxesDisjoint(starts.data(), extents.data(), slices.size(), rank, &a, &b)) {
+    Fail(Category::kInvalid, "R-PART-005", "'" + key + "': boxes of the parts overlap");
   }
   if (covered != shape_of_first.element_count) {
     Fail(Category::kInvalid, "R-PART-005", "'" + key + "': the boxes of the parts do not tile its shape");
@@ -210,8 +213,9 @@ void CheckMergedIndex(const std::string& bytes) {
   }
   std::vector<TensorLayout> tensors;
   std::vector<BlockLayout> blocks;
-  CheckIndexContent(reparsed, 64, &tensors, &blocks);
-  if (reparsed.has_object_graph()) CheckGraph(reparsed);
+  const MapEntryFaults faults = FindMapEntryFaults(bytes);
+  CheckIndexContent(reparsed, 64, &tensors, &blocks, IndexKind::kCheckpoint, faults);
+  if (reparsed.has_object_graph()) CheckGraph(reparsed, faults);
 }
 
 void Publish(const std::string& directory, const std::string& index_bytes) {

@@ -11,7 +11,7 @@ checkpoint is also readable by name.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ocf.format.errors import InvalidError, LimitExceededError
@@ -169,8 +169,12 @@ def canonical_paths(nodes: Sequence[Node]) -> list[str | None]:
 
 
 def decode_graph(message: object_graph_pb2.ObjectGraph, tensor_keys: Mapping[str, object],
-                 path: str) -> ObjectGraph:
-    """Check a stored object graph against the index's tensors [R-GRAPH-001..006]."""
+                 path: str, odd_metadata_nodes: Collection[int] = frozenset()) -> ObjectGraph:
+    """Check a stored object graph against the index's tensors [R-GRAPH-001..006].
+
+    ``odd_metadata_nodes`` are the nodes whose metadata holds a map entry with a field
+    other than key and value on the wire (ocf.format.map_entries); G3d refuses the first
+    [R-META-001]. A graph built in memory has none."""
     # Counted, then walked one node at a time: a list of a million protobuf wrappers
     # at once is what ran out of memory (and crashed protobuf's C extension) before.
     count = len(message.nodes)
@@ -181,7 +185,7 @@ def decode_graph(message: object_graph_pb2.ObjectGraph, tensor_keys: Mapping[str
         raise LimitExceededError(f"object graph has {count} nodes, above the limit of "
                                  f"{MAX_NODES}", path=path, requirement="R-LIMIT-002")
     used_keys: set[str] = set()
-    nodes = [_decode_node(i, n, count, tensor_keys, used_keys, path)
+    nodes = [_decode_node(i, n, count, tensor_keys, used_keys, path, i in odd_metadata_nodes)
              for i, n in enumerate(message.nodes)]
     for owner, node in enumerate(nodes):
         for slot in node.slots:
@@ -200,7 +204,8 @@ def decode_graph(message: object_graph_pb2.ObjectGraph, tensor_keys: Mapping[str
 
 
 def _decode_node(i: int, stored: object_graph_pb2.ObjectNode, count: int,
-                 tensor_keys: Mapping[str, object], used_keys: set[str], path: str) -> Node:
+                 tensor_keys: Mapping[str, object], used_keys: set[str], path: str,
+                 odd_metadata: bool) -> Node:
     def fail(message: str, requirement: str) -> InvalidError:
         return InvalidError(f"node {i}: {message}", path=path, requirement=requirement)
 
@@ -235,6 +240,9 @@ def _decode_node(i: int, stored: object_graph_pb2.ObjectNode, count: int,
             raise fail("slot variable names a node that does not exist", "R-GRAPH-006")
         seen.add(pair)
         node.slots.append(SlotRef(*pair, slot.slot_variable_node_id))
+    if odd_metadata:
+        raise fail("a map entry of its metadata holds a field other than its key and value",
+                   "R-META-001")
     try:
         node.metadata = decode_map(stored.metadata)
     except LimitExceededError as exc:

@@ -192,7 +192,7 @@ class Reader(Mapping[str, TensorInfo]):
             with needing(self.index_identity[0], "the object graph of this index",
                          path=self.path):
                 self._graph = decode_graph(self.index.graph_message, self.index.tensors,
-                                           str(self.path))
+                                           str(self.path), self.index.odd_metadata_nodes())
         return self._graph
 
     # -- reading --------------------------------------------------------------

@@ -253,7 +253,7 @@ def _check_merged(data: bytes, directory: Location) -> None:
     path = directory / INDEX_FILE_NAME
     model = decode_index(data, str(path), PREAMBLE_SIZE)
     if model.graph_message is not None:
-        decode_graph(model.graph_message, model.tensors, str(path))
+        decode_graph(model.graph_message, model.tensors, str(path), model.odd_metadata_nodes())
     for shard in model.shards:  # M7: step 16 of the reader's order, as a reader opens them
         backend_of(directory).open_shard(directory / shard.path, shard.length).close()
 

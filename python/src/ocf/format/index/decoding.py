@@ -25,6 +25,7 @@ from ocf.format.errors import (
 from ocf.format.index.model import Shard
 from ocf.format.index.tables import Tables
 from ocf.format.limits import MAX_FILE_OFFSET, MAX_SHARDS
+from ocf.format.map_entries import graph_bytes, index_metadata_is_plain, nodes_with_odd_entries
 from ocf.format.memory import out_of_memory
 from ocf.format.metadata import MetadataValue, decode_map
 from ocf.v1 import index_pb2, object_graph_pb2
@@ -61,6 +62,14 @@ class Index:
     graph_message: object_graph_pb2.ObjectGraph | None
     # The identity of a part index (spec/parts.md); None in a checkpoint.
     part: index_pb2.Part | None = None
+    # The wire bytes of the object graph, kept for the check of its nodes' metadata
+    # entries [R-META-001], which the parsed message no longer shows.
+    graph_wire: tuple[bytes, ...] = ()
+
+    def odd_metadata_nodes(self) -> frozenset[int]:
+        """Ids of the graph's nodes whose metadata holds a map entry with a field other
+        than key and value [R-META-001]; decode_graph refuses them in node order (G3d)."""
+        return nodes_with_odd_entries(self.graph_wire)
 
 
 def decode_index(data: bytes, path: str, index_offset: int, *, part: bool = False
@@ -95,6 +104,9 @@ def decode_index(data: bytes, path: str, index_offset: int, *, part: bool = Fals
             path=path, requirement="R-FEAT-001")
     shards = check_shards(list(message.shards), path, index_offset)
     tensors = Tables(message.tensors, message.blocks, shards, path, partial=part)
+    if not index_metadata_is_plain(data):
+        raise InvalidError("a map entry of Index.metadata holds a field other than its key "
+                           "and value", path=path, requirement="R-META-001")
     try:
         metadata = decode_map(message.metadata)
     except LimitExceededError as exc:
@@ -102,7 +114,8 @@ def decode_index(data: bytes, path: str, index_offset: int, *, part: bool = Fals
     graph = message.object_graph if message.HasField("object_graph") else None
     return Index(tuple(message.header.required_features), message.header.writer, shards,
                       tensors, metadata, graph,
-                      message.part if part and message.HasField("part") else None)
+                      message.part if part and message.HasField("part") else None,
+                      graph_bytes(data) if graph is not None else ())
 
 
 def check_shards(shards: list[index_pb2.Shard], path: str, index_offset: int

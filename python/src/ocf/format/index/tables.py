@@ -37,7 +37,7 @@ from ocf.format.limits import (
     MIN_CHUNK_SIZE,
     nonzero_product,
 )
-from ocf.format.slicing import boxes_disjoint, boxes_tile
+from ocf.format.slicing import arrays_disjoint
 from ocf.v1 import tensor_pb2
 
 _U64 = np.uint64
@@ -256,22 +256,30 @@ class Tables(Mapping[str, TensorInfo]):
             if prod(shape) == 0:
                 self._fail(InvalidError, "a tensor with no elements must be stored whole",
                            "R-SLICE-002", row)
-            boxes = []
-            for j in range(int(self._first_block[row]),
-                           int(self._first_block[row] + self._slice_counts[row])):
-                start = tuple(self._slice_starts[at : at + rank].tolist())
-                extent = tuple(self._slice_extents[at : at + rank].tolist())
-                if any(e < 1 or b + e > d for b, e, d in zip(start, extent, shape)):
-                    self._fail(InvalidError, f"slice start {list(start)} extent {list(extent)} "
-                               f"is not a non-empty box inside shape {list(shape)}",
-                               "R-SLICE-001", row)
-                self._box_start[j] = at
-                self._block_counts[j] = prod(extent)
-                boxes.append((start, extent))
-                at += rank
-            if self._partial and not boxes_disjoint(boxes):
-                self._fail(InvalidError, "slices of the part overlap", "R-PART-001", row)
-            if not self._partial and not boxes_tile(boxes, shape):
+            first, k = int(self._first_block[row]), int(self._slice_counts[row])
+            # The tensor's boxes as k x rank arrays, checked column-wise (T13).
+            lo = self._slice_starts[at : at + k * rank].reshape(k, rank)
+            extent = self._slice_extents[at : at + k * rank].reshape(k, rank)
+            dims = np.array(shape, dtype=_U64)
+            # start + extent <= dim, written so that no uint64 wraps.
+            outside = ((extent == 0) | (extent > dims) | (lo > dims - extent)).any(axis=1)
+            if outside.any():
+                s = int(np.argmax(outside))
+                self._fail(InvalidError, f"slice start {lo[s].tolist()} extent "
+                           f"{extent[s].tolist()} is not a non-empty box inside shape "
+                           f"{list(shape)}", "R-SLICE-001", row)
+            counts = extent.prod(axis=1, dtype=_U64)  # each at most the tensor's, < 2^58
+            self._block_counts[first : first + k] = counts
+            self._box_start.update(zip(range(first, first + k),
+                                       (at + s * rank for s in range(k))))
+            at += k * rank
+            lo, extent = lo.astype(np.int64), extent.astype(np.int64)
+            if self._partial:
+                if not arrays_disjoint(lo, extent):
+                    self._fail(InvalidError, "slices of the part overlap", "R-PART-001", row)
+            # The counts first, which is cheap (Python integers: 4096 counts of up to
+            # 2^58 can pass 2^64), then disjointness.
+            elif sum(counts.tolist()) != prod(shape) or not arrays_disjoint(lo, extent):
                 self._fail(InvalidError, "slices overlap or do not cover the shape exactly",
                            "R-SLICE-002", row)
 
