@@ -7,7 +7,6 @@ own count of stored bytes (whole chunks, each checksummed).
 from __future__ import annotations
 
 import itertools
-import time
 from math import prod
 from pathlib import Path
 
@@ -194,24 +193,25 @@ def test_untiled_row_saved_tensor_reads_every_chunk_for_a_column_band(tmp_path: 
         assert reader.bytes_read == 2 * got.nbytes
 
 
-def test_a_region_of_a_tensor_in_thousands_of_tiles_finds_its_tiles_quickly(
+def test_a_region_of_a_tensor_in_thousands_of_tiles_reads_only_the_tiles_it_meets(
         tmp_path: Path) -> None:
-    # 4096 slices, the most a tensor may have [R-SLICE-004]: a small region
-    # finds its 4 tiles by one vectorized test, not by a walk over every slice.
+    # 4096 slices, the most a tensor may have [R-SLICE-004]: a small region reads
+    # the 4 tiles it meets and nothing else. How fast the tiles are found is for
+    # the benchmarks (python/benchmarks/bench_distributed.py), never a timed test.
     full = np.arange(512 * 512, dtype=np.int32).reshape(512, 512)
     with PartWriter(tmp_path, part=0, parts=1, save_id=SAVE) as writer:
         for r, c in itertools.product(range(0, 512, 8), range(0, 512, 8)):
             writer.write_slice("w", full[r:r + 8, c:c + 8], (r, c), full.shape)
     merge_parts(tmp_path, save_id=SAVE, parts=1)
+    tile_bytes = 8 * 8 * 4
     with ocf.open(tmp_path) as reader:
         assert len(reader["w"].slices) == 4096
-        reader.get_slice("w", np.s_[0:1, 0:1])  # builds the tensor's bounds once
-        began = time.perf_counter()
         for i in range(200):
+            before = reader.bytes_read
             got = reader.get_slice("w", np.s_[i + 4 : i + 12, i + 4 : i + 12])
             assert got.tobytes() == full[i + 4 : i + 12, i + 4 : i + 12].tobytes()
-        per_call = (time.perf_counter() - began) / 200
-        assert per_call < 0.01, f"{per_call * 1e3:.2f} ms per region of 4 tiles"
+            meets = 1 if i % 8 == 4 else 4  # an aligned region is one tile
+            assert reader.bytes_read - before == meets * tile_bytes, i
         assert reader.read_tensor("w").tobytes() == full.tobytes()
 
 
