@@ -277,22 +277,21 @@ class Writer:
         array = np.asarray(array)
         if not len(boxes):
             return
-        gathered = self._gathered_boxes(key, array, start, shape, boxes)
-        if gathered is None:  # one slice at a time, raising what write_slice raises
-            origin = tuple(int(x) for x in start)
-            for box_start, extent in boxes:
+        origin, starts, extents = _boxes_inside(key, array, start, boxes)
+        dtype = self._gathering_dtype(key, array, shape, starts, extents)
+        if dtype is None:  # one slice at a time, raising what write_slice raises
+            for box_start, extent in zip(starts.tolist(), extents.tolist()):
                 window = tuple(slice(b - o, b - o + e)
-                               for b, o, e in zip(box_start, origin, extent))
+                               for b, o, e in zip(box_start, origin.tolist(), extent))
                 self._write_slice(key, array[window], box_start, shape)
             return
-        dtype, starts, extents = gathered
         row = self._rows.get(key)
         if row is None:
             self._claim_key(key)
             row = self._add_row(key, dtype, tuple(int(x) for x in shape), sliced=True)
             self._boxes[row] = []
         self._boxes[row].extend(zip(map(tuple, starts.tolist()), map(tuple, extents.tolist())))
-        self._gather(row, array, dtype, starts, starts - np.asarray(start, np.int64), extents)
+        self._gather(row, array, dtype, starts, starts - origin, extents)
 
     def set_metadata(self, metadata: Mapping[str, object]) -> None:
         """Replace the checkpoint's metadata (given to the constructor, if any) before
@@ -426,39 +425,29 @@ class Writer:
         self._boxes[row].append((start, array.shape))
         self._table.add_block(row, block, (start, array.shape))
 
-    def _gathered_boxes(
-        self, key: str, array: np.ndarray, start: Sequence[int], shape: Sequence[int],
-        boxes: Sequence[Box],
-    ) -> tuple[dtypes.Dtype, np.ndarray, np.ndarray] | None:
-        """The dtype, starts and extents of ``boxes`` when :meth:`write_slices` may copy
-        them side by side: each a valid, non-empty slice of at most one uncompressed
-        chunk, inside the box of ``array``, of a tensor that takes slices of this
-        dtype and shape. None when anything is off (write_slice then says what)."""
+    def _gathering_dtype(self, key: str, array: np.ndarray, shape: Sequence[int],
+                         starts: np.ndarray, extents: np.ndarray) -> dtypes.Dtype | None:
+        """The dtype of ``array`` when :meth:`write_slices` may copy its boxes side by
+        side: each a valid, non-empty slice of ``shape`` of at most one uncompressed
+        chunk, of a tensor that takes slices of this dtype and shape. None when
+        anything is off (write_slice then says what)."""
         dtype = dtypes.for_array(array)
         try:
-            origin = np.asarray(start, np.int64).reshape(-1)
             bounds = np.asarray(shape, np.int64).reshape(-1)
-            starts = np.asarray([box[0] for box in boxes], np.int64)
-            extents = np.asarray([box[1] for box in boxes], np.int64)
         except (TypeError, ValueError, OverflowError):
             return None
-        rank = array.ndim
-        if not (self._plain and dtype.itemsize and 0 < rank <= MAX_RANK
-                and origin.size == bounds.size == rank
-                and starts.shape == extents.shape == (len(boxes), rank)):
+        if not (self._plain and dtype.itemsize and bounds.size == array.ndim <= MAX_RANK):
             return None
         global_shape = tuple(bounds.tolist())
         row = self._rows.get(key)
         if row is not None and (row not in self._boxes or self._dtype_of(row) != dtype
                                 or self._table.shapes[row] != global_shape):
             return None
-        ends = starts + extents
-        if ((origin < 0).any() or (extents <= 0).any() or (starts < origin).any()
-                or (ends > origin + np.asarray(array.shape, np.int64)).any()
-                or (ends > bounds).any() or nonzero_product(global_shape) > MAX_ELEMENTS
+        if ((starts < 0).any() or (extents <= 0).any() or (starts + extents > bounds).any()
+                or nonzero_product(global_shape) > MAX_ELEMENTS
                 or int(extents.prod(axis=1).max()) * dtype.itemsize > self.chunk_size):
             return None
-        return dtype, starts, extents
+        return dtype
 
     def _gather(self, row: int, array: np.ndarray, dtype: dtypes.Dtype, starts: np.ndarray,
                 offsets: np.ndarray, extents: np.ndarray) -> None:
@@ -724,3 +713,23 @@ def _padded(raws: list[memoryview], sizes: np.ndarray, padded: np.ndarray
             parts.append(_ZEROS[:pad])
     parts.append(raws[-1])
     return parts
+
+
+def _boxes_inside(key: str, array: np.ndarray, start: Sequence[int], boxes: Sequence[Box]
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``start`` and the starts and extents of ``boxes`` as arrays (one row a box);
+    InvalidError unless each box lies inside the box of ``array`` at ``start``."""
+    try:
+        origin = np.asarray(start, np.int64)
+        starts = np.asarray([box[0] for box in boxes], np.int64)
+        extents = np.asarray([box[1] for box in boxes], np.int64)
+        fits = (origin.shape == (array.ndim,) and starts.shape == extents.shape
+                == (len(boxes), array.ndim))
+    except (TypeError, ValueError, OverflowError, IndexError):
+        fits = False
+    if not fits or (starts < origin).any() or (
+            starts + extents > origin + np.asarray(array.shape, np.int64)).any():
+        raise InvalidError(f"the boxes to write must each be a (start, extent) inside the box "
+                           f"of shape {list(array.shape)} at {list(start)} that the array "
+                           "holds", key=key, requirement="R-SLICE-001")
+    return origin, starts, extents
