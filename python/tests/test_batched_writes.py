@@ -74,18 +74,20 @@ def arrays(draw: st.DrawFn) -> np.ndarray:
     return shaped.reshape((size,) if size % 2 else (2, size // 2))
 
 
-LAYOUTS = st.sampled_from((
+LAYOUTS = (
     {"layout": "file"},
     {"layout": "directory"},
     {"layout": "directory", "max_shard_size": 700},  # many shards, splits inside batches
     {"layout": "file", "chunk_size": 4096},  # "big" arrays go the write() way
     {"layout": "directory", "compression": "zstd"},
-))
+)
+LAYOUT_IDS = ("file", "directory", "shards", "chunks", "zstd")
 
 
-@settings(max_examples=40, deadline=None,
+@pytest.mark.parametrize("options", LAYOUTS, ids=LAYOUT_IDS)
+@settings(max_examples=25, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(values=st.lists(arrays(), max_size=30), options=LAYOUTS)
+@given(values=st.lists(arrays(), max_size=30))
 def test_write_many_writes_the_files_one_write_per_tensor_writes(
     tmp_path_factory: pytest.TempPathFactory, values: list[np.ndarray], options: dict[str, Any]
 ) -> None:
@@ -185,9 +187,10 @@ class _Disjoint(ocf.Writer):
     slices_must_tile = False  # one box of the tensor only, as a part holds
 
 
-@settings(max_examples=40, deadline=None,
+@pytest.mark.parametrize("options", LAYOUTS, ids=LAYOUT_IDS)
+@settings(max_examples=25, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(case=boxes_of(), options=LAYOUTS)
+@given(case=boxes_of())
 def test_write_slices_writes_the_files_one_write_slice_per_box_writes(
     tmp_path_factory: pytest.TempPathFactory, case: Any, options: dict[str, Any]
 ) -> None:
