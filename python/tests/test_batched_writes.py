@@ -25,8 +25,8 @@ from ocf.distributed.parts.tiling import tiles_of
 from ocf.format import dtypes
 from ocf.format.codec import Codec
 from ocf.format.errors import InvalidError, LimitExceededError, OCFError
-from ocf.format.index.encoding import TableBuilder, fill_tables
-from ocf.format.index.model import Block, Slice, TensorInfo
+from ocf.format.index.encoding import TableBuilder
+from ocf.format.index.model import Block
 from ocf.v1 import index_pb2
 
 WRITE_ID = "0123456789abcdef"
@@ -289,43 +289,24 @@ def _block(offset: int, crcs: list[int], starts: list[int] | None = None) -> Blo
 
 
 def test_blocks_added_out_of_tensor_order_are_encoded_tensor_by_tensor() -> None:
-    """The reference: fill_tables of the tensors in order (no reordering needed)."""
     a0, b, a1 = _block(64, [1, 2], [64, 70, 74]), _block(128, [3]), _block(192, [4, 5, 6])
     f32 = dtypes.BY_NAME["float32"]
-    expected = index_pb2.Index()
-    fill_tables(expected, [
-        TensorInfo("a", f32, (4, 2), None, (Slice((0, 0), (2, 2), a0),
-                                            Slice((2, 0), (2, 2), a1))),
-        TensorInfo("b", f32, (3,), b, ()),
-    ])
     builder = TableBuilder()
     a = builder.add_tensor("a", f32.code, (4, 2), sliced=True)
     builder.add_block(a, a0, ((0, 0), (2, 2)))
-    builder.add_block(builder.add_tensor("b", f32.code, (3,)), b)
+    builder.add_block(builder.add_tensor("b", f32.code, (3,)), b, shard_base=2)
     builder.add_block(a, a1, ((2, 0), (2, 2)))
-    got = index_pb2.Index()
-    builder.fill(got)
-    assert got == expected
-    assert list(got.blocks.offsets) == [64, 192, 128]
-    assert list(got.blocks.chunk_crcs) == [1, 2, 4, 5, 6, 3]
-    assert list(got.blocks.chunk_stored_lengths) == [6, 4]
-    assert list(got.blocks.slice_starts) == [0, 0, 2, 0]
-    assert list(got.tensors.slice_counts) == [2, 0]
-
-
-@pytest.mark.parametrize("boxes", [
-    [((0, 0), (2, 4)), ((2, 0), (2, 5))],  # past the array's box
-    [((0, 0), (2, 4)), ((2, 0), (2,))],  # an extent of another rank
-    [((0,), (4,))],  # a start of another rank
-    [((-1, 0), (2, 4))],  # before the array's box
-])
-def test_write_slices_refuses_boxes_outside_the_array_before_writing_any(
-    tmp_path: Path, boxes: list[Any]
-) -> None:
-    writer = ocf.Writer(tmp_path / "t.ocf")
-    with pytest.raises(InvalidError, match=r"inside the box of shape \[4, 4\] at \[0, 0\].*"
-                                           r"R-SLICE-001"):
-        writer.write_slices("t", np.ones((4, 4)), (0, 0), (4, 4), boxes)
-    writer.write("other", np.ones(1))
-    writer.commit()
-    assert list(ocf.load_file(tmp_path / "t.ocf")) == ["other"]
+    index = index_pb2.Index()
+    builder.fill(index)
+    assert list(index.tensors.keys) == ["a", "b"]
+    assert list(index.tensors.ranks) == [2, 1]
+    assert list(index.tensors.dims) == [4, 2, 3]
+    assert list(index.tensors.slice_counts) == [2, 0]
+    blocks = index.blocks
+    assert list(blocks.offsets) == [64, 192, 128]  # a's two slices, then b
+    assert list(blocks.shards) == [0, 0, 2]
+    assert list(blocks.codecs) == [Codec.ZSTD.value, Codec.NONE.value, Codec.NONE.value]
+    assert list(blocks.chunk_crcs) == [1, 2, 4, 5, 6, 3]
+    assert list(blocks.chunk_stored_lengths) == [6, 4]
+    assert list(blocks.slice_starts) == [0, 0, 2, 0]
+    assert list(blocks.slice_extents) == [2, 2, 2, 2]

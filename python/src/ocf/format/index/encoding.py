@@ -1,49 +1,28 @@
 """Encoding a checkpoint index: tensors and their blocks as the index's columns.
 
 The one encoder of the tensor table and the block table (spec/format.md,
-"The index"). :class:`TableBuilder` gathers the columns as they are
-written, in plain lists, so that a writer of many small tensors appends
-numbers instead of building an object per tensor; the writer feeds it
-directly. :func:`fill_tables` encodes tensors described with the types the
-decoder produces (:class:`TensorInfo`, :class:`Block`, :class:`Slice`), as
-the merge of parts does (spec/parts.md), so what is encoded is what a
-reader gets back. Nothing is checked here: callers encode only what they
-checked.
+"The index"), used by the writer for the tensors it stores and by the merge
+of parts for the tensors the parts stored (spec/parts.md).
+:class:`TableBuilder` gathers the columns in plain lists, so that a writer
+of many small tensors appends numbers instead of building an object per
+tensor; blocks come as the decoder's :class:`Block` (what is encoded is
+what a reader gets back) or, for many small ones, as columns. Nothing is
+checked here: callers encode only what they checked.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from itertools import chain, pairwise
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 import numpy as np
 
-from ocf.format import dtypes
 from ocf.format.codec import Codec
-from ocf.format.index.model import Block, Slice
+from ocf.format.index.model import Block
 from ocf.v1 import index_pb2
 
 _Item = TypeVar("_Item", int, bool)
-
-
-class TensorRow(Protocol):
-    """A tensor to encode: stored whole (``block``) or in slices (``slices``)."""
-
-    @property
-    def key(self) -> str: ...
-
-    @property
-    def dtype(self) -> dtypes.Dtype: ...
-
-    @property
-    def shape(self) -> tuple[int, ...]: ...
-
-    @property
-    def block(self) -> Block | None: ...
-
-    @property
-    def slices(self) -> Sequence[Slice]: ...
 
 
 class TableBuilder:
@@ -99,11 +78,12 @@ class TableBuilder:
         return first
 
     def add_block(self, row: int, block: Block, box: tuple[Sequence[int], Sequence[int]]
-                  | None = None) -> None:
+                  | None = None, shard_base: int = 0) -> None:
         """Add ``block`` of the tensor at ``row``: the whole tensor, or the slice whose
-        ``box`` is (start, extent)."""
+        ``box`` is (start, extent); its shard number plus ``shard_base`` (the merge of
+        parts lists the shards of every part in one table)."""
         self._owners.append(row)
-        self._shards.append(block.shard)
+        self._shards.append(block.shard + shard_base)
         self._offsets.append(block.offset)
         self._stored_lengths.append(block.stored_length)
         self._raw_lengths.append(block.raw_length)
@@ -201,16 +181,3 @@ def _ordered(column: list[_Item], order: np.ndarray | None) -> list[_Item]:
     if order is None:
         return column
     return np.asarray(column)[order].tolist()  # type: ignore[no-any-return]
-
-
-def fill_tables(index: index_pb2.Index, tensors: Iterable[TensorRow]) -> None:
-    """Append ``tensors`` in order to the tensor and block tables of ``index``."""
-    builder = TableBuilder()
-    for tensor in tensors:
-        row = builder.add_tensor(tensor.key, tensor.dtype.code, tensor.shape,
-                                 sliced=tensor.block is None)
-        if tensor.block is not None:
-            builder.add_block(row, tensor.block)
-        for piece in tensor.slices:
-            builder.add_block(row, piece.block, (piece.start, piece.extent))
-    builder.fill(index)
