@@ -78,8 +78,7 @@ def write_arrays(tensors: Mapping[str, np.ndarray], path: str | os.PathLike[str]
 def _write(tensors: Mapping[str, np.ndarray], path: str | os.PathLike[str],
            metadata: Mapping[str, object] | None, settings: Mapping[str, object]) -> None:
     with Writer(path, metadata=metadata, **settings) as writer:  # type: ignore[arg-type]
-        for key, array in tensors.items():
-            writer.write(key, array)
+        writer.write_many(tensors)
 
 
 def read_arrays(path: str | os.PathLike[str], keys: Iterable[str] | None, *,

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from types import TracebackType
 
 import numpy as np
@@ -32,6 +32,7 @@ from ocf.format.commit import (
     temp_names_of,
 )
 from ocf.format.container import (
+    ALIGNMENT,
     FOOTER_SIZE,
     INDEX_FILE_NAME,
     PREAMBLE_SIZE,
@@ -39,8 +40,8 @@ from ocf.format.container import (
     padding,
 )
 from ocf.format.errors import InvalidError, LimitExceededError
-from ocf.format.index.encoding import fill_tables
-from ocf.format.index.model import Block, Slice
+from ocf.format.index.encoding import TableBuilder
+from ocf.format.index.model import Block
 from ocf.format.limits import (
     MAX_CHUNK_SIZE,
     MAX_ELEMENTS,
@@ -53,7 +54,7 @@ from ocf.format.limits import (
 from ocf.format.metadata import encode_map
 from ocf.format.object_graph import Node, decode_graph, encode_graph
 from ocf.format.raw import to_raw
-from ocf.format.slicing import boxes_disjoint, boxes_tile
+from ocf.format.slicing import Box, boxes_disjoint, boxes_tile
 from ocf.format.storage.backend import Layout, Output, backend_of
 from ocf.format.storage.location import Location, StorageOptions, locate
 from ocf.v1 import index_pb2
@@ -63,17 +64,40 @@ DEFAULT_MAX_SHARD_SIZE = 4 << 30
 # Tensors at least this large are checksummed on a worker thread while the
 # main thread writes them.
 _PARALLEL_CRC = 4 << 20
+# write_many and write_slices gather small blocks up to about this many bytes
+# and write them together: few system calls, and memory stays bounded.
+_BATCH_BYTES = 4 << 20
+_ZEROS = memoryview(bytes(ALIGNMENT))
+# The NumPy dtypes whose arrays are their own raw bytes when C-ordered (the
+# little-endian machines' native types; ml_dtypes types export no buffer).
+_VIEWABLE: dict[np.dtype[np.generic], dtypes.Dtype] = {
+    np.dtype(row.kind): row for row in dtypes.TABLE
+    if isinstance(row.kind, type) and sys.byteorder == "little"}
 
 
-@dataclass(slots=True)
-class _Tensor:
-    """A written tensor: a future row of the tensor table (an encoding.TensorRow)."""
+class _Gathered:
+    """Small tensors gathered by write_many, to be written together: the rows they
+    will have in the tensor table, from ``first_row`` on, and their bytes."""
 
-    key: str
-    dtype: dtypes.Dtype
-    shape: tuple[int, ...]
-    block: Block | None = None  # stored whole
-    slices: list[Slice] = field(default_factory=list)  # stored in slices
+    def __init__(self, first_row: int) -> None:
+        self.first_row = first_row
+        self.keys: list[str] = []
+        self.codes: list[int] = []
+        self.shapes: list[tuple[int, ...]] = []
+        self.raws: list[memoryview] = []
+        self.sizes: list[int] = []
+        self.bytes = 0
+
+    def add(self, key: str, code: int, shape: tuple[int, ...], raw: memoryview,
+            size: int) -> int:
+        """Gather one tensor; the row it will have."""
+        self.keys.append(key)
+        self.codes.append(code)
+        self.shapes.append(shape)
+        self.raws.append(raw)
+        self.sizes.append(size)
+        self.bytes += size
+        return self.first_row + len(self.keys) - 1
 
 
 class Writer:
@@ -138,7 +162,11 @@ class Writer:
         self._index.header.writer = f"ocf-python {__version__}"
         if metadata:
             encode_map(metadata, self._index.metadata)
-        self._tensors: dict[str, _Tensor] = {}
+        # The tensor and block tables, as columns; each key's row in them; the
+        # boxes of the tensors stored in slices, by row.
+        self._table = TableBuilder()
+        self._rows: dict[str, int] = {}
+        self._boxes: dict[int, list[Box]] = {}
         self._graph: list[Node] | None = None
         self._threads = threads or min(4, os.cpu_count() or 1)
         self._pool = ThreadPoolExecutor(max_workers=self._threads)
@@ -160,7 +188,62 @@ class Writer:
             _check_shape(key, array.shape)
         raw = to_raw(array, dtype)
         self._claim_key(key)
-        self._tensors[key] = _Tensor(key, dtype, array.shape, self._store(raw, dtype))
+        block = self._store(raw, dtype)
+        self._table.add_block(self._add_row(key, dtype, array.shape), block)
+
+    def write_many(
+        self, tensors: Mapping[str, np.ndarray] | Iterable[tuple[str, np.ndarray]]
+    ) -> None:
+        """Store each array whole under its key, in order, as :meth:`write` would.
+
+        The file is the same, byte for byte, as one :meth:`write` per tensor,
+        and so are the errors, raised at the same tensor (the tensors before
+        it are written). The difference is the cost: small uncompressed
+        tensors (non-empty, at most ``chunk_size`` bytes) are gathered a few
+        MiB at a time and written together, their offsets computed at once
+        and their index rows added as columns, so a checkpoint of many small
+        tensors costs a fraction of a :meth:`write` call each. Other tensors
+        are written as they come. A mapping's values are read one at a time,
+        in order (a lazy mapping converts each when it is reached).
+
+        Examples:
+            >>> biases = {f"layer{i}/bias": np.zeros(256, np.float32) for i in range(1000)}
+            >>> with ocf.Writer("model.ocf") as writer:
+            ...     writer.write_many(biases)
+            ...     writer.write_many([("step", np.array(10))])
+        """
+        pairs = tensors.items() if isinstance(tensors, Mapping) else tensors
+        # Tensors whose bytes are viewed as they are: a NumPy dtype of the table, C order.
+        viewable = _VIEWABLE if self._plain else {}
+        limit = self.chunk_size
+        claimed = self._rows
+        gathered = _Gathered(len(self._table))
+        try:
+            for key, value in pairs:
+                array = value if type(value) is np.ndarray else np.asarray(value)
+                dtype = viewable.get(array.dtype)
+                size = array.nbytes
+                if (dtype is not None and 0 < size <= limit and array.ndim <= MAX_RANK
+                        and array.flags.c_contiguous):
+                    raw = array.data
+                else:
+                    small = self._small_raw(array)
+                    if small is None:  # written alone, after those gathered before it
+                        self._write_gathered(gathered)
+                        gathered = _Gathered(len(self._table))
+                        self.write(key, array)
+                        continue
+                    dtype, raw = small
+                if not (type(key) is str and key.isascii() and 0 < len(key) <= MAX_KEY_BYTES
+                        and "\0" not in key) or key in claimed:
+                    self._claim_key(key)  # raises, unless a valid key that is not ASCII
+                claimed[key] = gathered.add(key, dtype.code, array.shape, raw, size)
+                if gathered.bytes >= _BATCH_BYTES:
+                    self._write_gathered(gathered)
+                    gathered = _Gathered(len(self._table))
+        finally:
+            # Also after an error: the tensors before it are written, as by write().
+            self._write_gathered(gathered)
 
     def write_slice(
         self, key: str, array: np.ndarray, start: Sequence[int], shape: Sequence[int]
@@ -170,29 +253,45 @@ class Writer:
         Several calls build one tensor; at commit its boxes must tile the
         global shape exactly [R-SLICE-002].
         """
+        self._write_slice(key, array, start, shape)
+
+    def write_slices(self, key: str, array: np.ndarray, start: Sequence[int],
+                     shape: Sequence[int], boxes: Sequence[Box]) -> None:
+        """Store the box ``array`` at ``start`` of the tensor ``key`` of global ``shape``
+        as several slices: ``boxes``, each (start, extent) in global coordinates and
+        inside the box.
+
+        The same file as one :meth:`write_slice` of each part of ``array``, in
+        order, and the same errors; uncompressed parts of at most
+        ``chunk_size`` bytes are copied side by side into a buffer of a few MiB
+        and written together. The boxes need not cover the box, nor be
+        disjoint: that is checked at commit, as for :meth:`write_slice`.
+        ``ocf.distributed.parts.PartWriter`` stores its tiles with it.
+
+        Examples:
+            >>> table = np.arange(64.0).reshape(8, 8)
+            >>> with ocf.Writer("table.ocf") as writer:  # the two halves of the rows
+            ...     writer.write_slices("table", table, (0, 0), (8, 8),
+            ...                         [((0, 0), (4, 8)), ((4, 0), (4, 8))])
+        """
         array = np.asarray(array)
-        dtype = dtypes.for_array(array)
-        start, shape = tuple(int(x) for x in start), tuple(int(x) for x in shape)
-        tensor = self._tensors.get(key)
-        if tensor is not None and (tensor.block is not None or tensor.dtype != dtype
-                                   or tensor.shape != shape):
-            raise InvalidError(f"slice has dtype {dtype.name} and global shape {list(shape)}, "
-                               f"the tensor written before under this key "
-                               f"{tensor.dtype.name} and {list(tensor.shape)}"
-                               f"{' stored whole' if tensor.block is not None else ''}",
-                               key=key, requirement="R-SLICE-001")
-        if len(start) != len(shape) or array.ndim != len(shape) or array.size == 0 or any(
-            b < 0 or b + e > d for b, e, d in zip(start, array.shape, shape)
-        ):
-            raise InvalidError(f"slice of shape {list(array.shape)} at {list(start)} is not a "
-                               f"non-empty box inside {list(shape)}", key=key,
-                               requirement="R-SLICE-001")
-        _check_shape(key, shape)
-        raw = to_raw(array, dtype)
-        if tensor is None:
+        if not len(boxes):
+            return
+        origin, starts, extents = _boxes_inside(key, array, start, boxes)
+        dtype = self._gathering_dtype(key, array, shape, starts, extents)
+        if dtype is None:  # one slice at a time, raising what write_slice raises
+            for box_start, extent in zip(starts.tolist(), extents.tolist()):
+                window = tuple(slice(b - o, b - o + e)
+                               for b, o, e in zip(box_start, origin.tolist(), extent))
+                self._write_slice(key, array[window], box_start, shape)
+            return
+        row = self._rows.get(key)
+        if row is None:
             self._claim_key(key)
-            tensor = self._tensors[key] = _Tensor(key, dtype, shape)
-        tensor.slices.append(Slice(start, array.shape, self._store(raw, dtype)))
+            row = self._add_row(key, dtype, tuple(int(x) for x in shape), sliced=True)
+            self._boxes[row] = []
+        self._boxes[row].extend(zip(map(tuple, starts.tolist()), map(tuple, extents.tolist())))
+        self._gather(row, array, dtype, starts, starts - origin, extents)
 
     def set_metadata(self, metadata: Mapping[str, object]) -> None:
         """Replace the checkpoint's metadata (given to the constructor, if any) before
@@ -234,7 +333,7 @@ class Writer:
             self._fill_tables()
             if self._graph is not None:
                 encode_graph(self._graph, self._index.object_graph)
-                decode_graph(self._index.object_graph, self._tensors, str(self.target))
+                decode_graph(self._index.object_graph, self._rows, str(self.target))
             self.finish_index(self._index)
             if self.layout == "file":
                 self._commit_file()
@@ -268,6 +367,147 @@ class Writer:
         elif not self._closed:
             self.abort()
 
+    # -- batches of small blocks ------------------------------------------------
+
+    def _add_row(self, key: str, dtype: dtypes.Dtype, shape: tuple[int, ...],
+                 sliced: bool = False) -> int:
+        """Give the claimed ``key`` its row in the tensor table."""
+        row = self._rows[key] = self._table.add_tensor(key, dtype.code, shape, sliced)
+        return row
+
+    def _small_raw(self, array: np.ndarray) -> tuple[dtypes.Dtype, memoryview] | None:
+        """The dtype and raw bytes of ``array`` if write_many gathers it (uncompressed,
+        non-empty, at most one chunk, a fixed-size dtype); None if write() stores it."""
+        if not self._plain:
+            return None
+        dtype = dtypes.for_array(array)
+        if dtype.kind is None or array.ndim > MAX_RANK or not 0 < array.nbytes <= self.chunk_size:
+            return None
+        return dtype, to_raw(array, dtype)
+
+    def _write_gathered(self, gathered: _Gathered) -> None:
+        """Give the gathered tensors their rows, then write their bytes."""
+        first = self._table.add_tensors(gathered.keys, gathered.codes, gathered.shapes)
+        self._write_small(range(first, first + len(gathered.keys)), gathered.raws,
+                          gathered.sizes)
+
+    def _dtype_of(self, row: int) -> dtypes.Dtype:
+        return dtypes.BY_CODE[self._table.dtype_codes[row]]
+
+    def _write_slice(self, key: str, array: np.ndarray, start: Sequence[int],
+                     shape: Sequence[int]) -> None:
+        """:meth:`write_slice` itself, which a subclass may override (PartWriter)."""
+        array = np.asarray(array)
+        dtype = dtypes.for_array(array)
+        start, shape = tuple(int(x) for x in start), tuple(int(x) for x in shape)
+        row = self._rows.get(key)
+        if row is not None and (row not in self._boxes or self._dtype_of(row) != dtype
+                                or self._table.shapes[row] != shape):
+            whole = row not in self._boxes
+            raise InvalidError(f"slice has dtype {dtype.name} and global shape {list(shape)}, "
+                               f"the tensor written before under this key "
+                               f"{self._dtype_of(row).name} and "
+                               f"{list(self._table.shapes[row])}{' stored whole' if whole else ''}",
+                               key=key, requirement="R-SLICE-001")
+        if len(start) != len(shape) or array.ndim != len(shape) or array.size == 0 or any(
+            b < 0 or b + e > d for b, e, d in zip(start, array.shape, shape)
+        ):
+            raise InvalidError(f"slice of shape {list(array.shape)} at {list(start)} is not a "
+                               f"non-empty box inside {list(shape)}", key=key,
+                               requirement="R-SLICE-001")
+        _check_shape(key, shape)
+        raw = to_raw(array, dtype)
+        if row is None:
+            self._claim_key(key)
+            row = self._add_row(key, dtype, shape, sliced=True)
+            self._boxes[row] = []
+        block = self._store(raw, dtype)
+        self._boxes[row].append((start, array.shape))
+        self._table.add_block(row, block, (start, array.shape))
+
+    def _gathering_dtype(self, key: str, array: np.ndarray, shape: Sequence[int],
+                         starts: np.ndarray, extents: np.ndarray) -> dtypes.Dtype | None:
+        """The dtype of ``array`` when :meth:`write_slices` may copy its boxes side by
+        side: each a valid, non-empty slice of ``shape`` of at most one uncompressed
+        chunk, of a tensor that takes slices of this dtype and shape. None when
+        anything is off (write_slice then says what)."""
+        dtype = dtypes.for_array(array)
+        try:
+            bounds = np.asarray(shape, np.int64).reshape(-1)
+        except (TypeError, ValueError, OverflowError):
+            return None
+        if not (self._plain and dtype.itemsize and bounds.size == array.ndim <= MAX_RANK):
+            return None
+        global_shape = tuple(bounds.tolist())
+        row = self._rows.get(key)
+        if row is not None and (row not in self._boxes or self._dtype_of(row) != dtype
+                                or self._table.shapes[row] != global_shape):
+            return None
+        if ((starts < 0).any() or (extents <= 0).any() or (starts + extents > bounds).any()
+                or nonzero_product(global_shape) > MAX_ELEMENTS
+                or int(extents.prod(axis=1).max()) * dtype.itemsize > self.chunk_size):
+            return None
+        return dtype
+
+    def _gather(self, row: int, array: np.ndarray, dtype: dtypes.Dtype, starts: np.ndarray,
+                offsets: np.ndarray, extents: np.ndarray) -> None:
+        """Write the boxes of the tensor at ``row`` (``starts`` in the tensor, ``offsets``
+        in ``array``, ``extents``): copied side by side, in C order each, into buffers
+        of a few MiB, and written as small blocks."""
+        numpy_dtype = dtype.numpy
+        assert numpy_dtype is not None
+        sizes = extents.prod(axis=1)
+        ends = np.cumsum(sizes) * dtype.itemsize
+        first, count = 0, len(sizes)
+        while first < count:
+            done = int(ends[first - 1]) if first else 0
+            last = max(first + 1, int(np.searchsorted(ends, done + _BATCH_BYTES, side="right")))
+            buffer = np.empty(int(sizes[first:last].sum()), numpy_dtype)
+            raw = buffer.view(np.uint8).data
+            raws = []
+            position = 0
+            for offset, extent, size in zip(offsets[first:last].tolist(),
+                                            extents[first:last].tolist(),
+                                            sizes[first:last].tolist()):
+                window = tuple(slice(o, o + e) for o, e in zip(offset, extent))
+                buffer[position:position + size].reshape(extent)[...] = array[window]
+                raws.append(raw[position * dtype.itemsize:(position + size) * dtype.itemsize])
+                position += size
+            self._write_small([row] * (last - first), raws,
+                              (sizes[first:last] * dtype.itemsize).tolist(),
+                              (starts[first:last], extents[first:last]))
+            first = last
+
+    def _write_small(self, rows: Sequence[int], raws: list[memoryview], byte_sizes: list[int],
+                     boxes: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        """Write ``raws`` as the next blocks, of the tensors at ``rows`` (of the slices
+        ``boxes``, starts and extents, if given): each non-empty, uncompressed and at
+        most one chunk. The bytes, offsets and shards are those of one _store each."""
+        if not raws:
+            return
+        sizes = np.asarray(byte_sizes, np.int64)
+        crcs = list(map(crc32c, raws))
+        padded = (sizes + (ALIGNMENT - 1)) // ALIGNMENT * ALIGNMENT
+        first = 0
+        while first < len(raws):
+            output = self._output_for(int(sizes[first]))
+            shard = len(self._files) - 1 if self.layout == "directory" else 0
+            output.align()
+            # Each block starts at the next 64-byte boundary after the one before.
+            offsets = output.position + np.cumsum(padded[first:]) - padded[first:]
+            last = len(raws)
+            if self.layout == "directory":  # the blocks that fit in this shard, one at least
+                fits = np.searchsorted(offsets + sizes[first:], self.max_shard_size, "right")
+                last = first + max(1, int(fits))
+            output.write_many(_padded(raws[first:last], sizes[first:last], padded[first:last]))
+            self._table.add_plain_blocks(
+                rows[first:last], shard, offsets[:last - first].tolist(),
+                sizes[first:last].tolist(), crcs[first:last],
+                None if boxes is None else (boxes[0][first:last].reshape(-1).tolist(),
+                                            boxes[1][first:last].reshape(-1).tolist(),
+                                            boxes[0].shape[1]))
+            first = last
+
     # -- storing blocks -------------------------------------------------------
 
     def _claim_key(self, key: str) -> None:
@@ -283,7 +523,7 @@ class Writer:
         if size > MAX_KEY_BYTES:
             raise LimitExceededError(f"key is {size} bytes, above the limit of "
                                      f"{MAX_KEY_BYTES}", requirement="R-TENSOR-001")
-        if key in self._tensors:
+        if key in self._rows:
             raise InvalidError("key written twice", key=key, requirement="R-TENSOR-001")
 
     def _store(self, raw: memoryview, dtype: dtypes.Dtype) -> Block:
@@ -370,20 +610,18 @@ class Writer:
 
     def _fill_tables(self) -> None:
         """Lay the written tensors and blocks out as the index's columns."""
-        for tensor in self._tensors.values():
-            if tensor.block is None:
-                self._check_tiling(tensor)
-        fill_tables(self._index, self._tensors.values())
+        for row, boxes in self._boxes.items():
+            self._check_tiling(self._table.keys[row], self._table.shapes[row], boxes)
+        self._table.fill(self._index)
 
-    def _check_tiling(self, tensor: _Tensor) -> None:
-        boxes = [(piece.start, piece.extent) for piece in tensor.slices]
+    def _check_tiling(self, key: str, shape: tuple[int, ...], boxes: list[Box]) -> None:
         if not self.slices_must_tile:
             if not boxes_disjoint(boxes):
-                raise InvalidError("slices of this tensor overlap", key=tensor.key,
+                raise InvalidError("slices of this tensor overlap", key=key,
                                    path=self.target, requirement="R-SLICE-001")
-        elif not boxes_tile(boxes, tensor.shape):
-            raise InvalidError(f"slices do not tile the global shape {list(tensor.shape)} "
-                               "exactly (overlap or gap)", key=tensor.key, path=self.target,
+        elif not boxes_tile(boxes, shape):
+            raise InvalidError(f"slices do not tile the global shape {list(shape)} "
+                               "exactly (overlap or gap)", key=key, path=self.target,
                                requirement="R-SLICE-002")
 
     def _index_bytes(self) -> bytes:
@@ -459,3 +697,39 @@ def _check_shape(key: str, shape: tuple[int, ...]) -> None:
     if nonzero_product(shape) > MAX_ELEMENTS:
         raise LimitExceededError(f"shape {list(shape)}: its non-zero dimensions multiply to "
                                  "more than 2^58", key=key, requirement="R-TENSOR-003")
+
+
+def _padded(raws: list[memoryview], sizes: np.ndarray, padded: np.ndarray
+            ) -> list[memoryview]:
+    """``raws`` with the zeros that align each to 64 bytes after the one before (none
+    after the last: the next block, or the index, pads or not as it needs)."""
+    pads = (padded - sizes)[:-1]
+    if not pads.any():
+        return list(raws)
+    parts: list[memoryview] = []
+    for raw, pad in zip(raws, pads.tolist()):
+        parts.append(raw)
+        if pad:
+            parts.append(_ZEROS[:pad])
+    parts.append(raws[-1])
+    return parts
+
+
+def _boxes_inside(key: str, array: np.ndarray, start: Sequence[int], boxes: Sequence[Box]
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``start`` and the starts and extents of ``boxes`` as arrays (one row a box);
+    InvalidError unless each box lies inside the box of ``array`` at ``start``."""
+    try:
+        origin = np.asarray(start, np.int64)
+        starts = np.asarray([box[0] for box in boxes], np.int64)
+        extents = np.asarray([box[1] for box in boxes], np.int64)
+        fits = (origin.shape == (array.ndim,) and starts.shape == extents.shape
+                == (len(boxes), array.ndim))
+    except (TypeError, ValueError, OverflowError, IndexError):
+        fits = False
+    if not fits or (starts < origin).any() or (
+            starts + extents > origin + np.asarray(array.shape, np.int64)).any():
+        raise InvalidError(f"the boxes to write must each be a (start, extent) inside the box "
+                           f"of shape {list(array.shape)} at {list(start)} that the array "
+                           "holds", key=key, requirement="R-SLICE-001")
+    return origin, starts, extents

@@ -186,7 +186,6 @@ def write_graph(nodes: list[Node], tensors: Mapping[str, np.ndarray],
                 options: Mapping[str, object]) -> str:
     """Write a collected graph and its tensors as one checkpoint at ``path``."""
     with Writer(path, metadata=metadata, **options) as writer:  # type: ignore[arg-type]
-        for key, value in tensors.items():
-            writer.write(key, value)
+        writer.write_many(tensors)
         writer.set_object_graph(nodes)
     return os.fspath(path)

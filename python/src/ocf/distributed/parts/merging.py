@@ -11,9 +11,7 @@ stays the committed one [R-PART-004] [R-PART-005].
 
 from __future__ import annotations
 
-import dataclasses
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from math import prod
 
@@ -24,8 +22,8 @@ from ocf.format.commit import is_shard_file_name, leftover_names
 from ocf.format.container import INDEX_FILE_NAME, PREAMBLE, PREAMBLE_SIZE, Footer, read_index_bytes
 from ocf.format.errors import InvalidError, LimitExceededError, NotFoundError
 from ocf.format.index.decoding import PART_FEATURE, Index, decode_index
-from ocf.format.index.encoding import fill_tables
-from ocf.format.index.model import Block, Slice, TensorInfo
+from ocf.format.index.encoding import TableBuilder
+from ocf.format.index.model import Block, TensorInfo
 from ocf.format.limits import MAX_INDEX_BYTES, MAX_SLICES_PER_TENSOR
 from ocf.format.object_graph import decode_graph
 from ocf.format.slicing import Box, boxes_disjoint, boxes_fill
@@ -159,7 +157,7 @@ def _merged_index(parts: list[_Part], directory: Location) -> index_pb2.Index:
     entries = _entries(parts)
     for key, entry in entries.items():
         _check_slices(key, entry, directory)
-    fill_tables(index, _rows(entries, bases))
+    _fill_tables(index, entries, bases)
     first = parts[0].message
     for key in sorted(first.metadata):
         index.metadata[key].CopyFrom(first.metadata[key])
@@ -230,22 +228,18 @@ def _check_slices(key: str, entry: _Entry, directory: Location) -> None:
                            path=directory, key=key, requirement="R-PART-005")
 
 
-def _rows(entries: dict[str, _Entry], bases: list[int]) -> Iterator[TensorInfo]:
+def _fill_tables(index: index_pb2.Index, entries: dict[str, _Entry], bases: list[int]) -> None:
     """Each tensor as the merged index holds it: the parts' blocks, shard numbers rebased."""
+    tables = TableBuilder()
     for key, entry in entries.items():
         info = entry.info
+        row = tables.add_tensor(key, info.dtype.code, info.shape, sliced=entry.whole_in is None)
         if entry.whole_in is not None:
             assert info.block is not None
-            yield TensorInfo(key, info.dtype, info.shape,
-                             _rebased(info.block, bases[entry.whole_in]), ())
-            continue
-        yield TensorInfo(key, info.dtype, info.shape, None, tuple(
-            Slice(start, extent, _rebased(block, bases[part]))
-            for part, (start, extent), block in entry.slices))
-
-
-def _rebased(block: Block, base: int) -> Block:
-    return dataclasses.replace(block, shard=base + block.shard)
+            tables.add_block(row, info.block, shard_base=bases[entry.whole_in])
+        for part, box, block in entry.slices:
+            tables.add_block(row, block, box, shard_base=bases[part])
+    tables.fill(index)
 
 
 def _check_merged(data: bytes, directory: Location) -> None:

@@ -141,12 +141,10 @@ class PartWriter(Writer):
             self._keys.add(key)
             return
         origin = tuple(int(x) for x in start)
-        for tile_start, tile_extent in tiles_of((origin, array.shape), shape,
-                                                array.dtype.itemsize, self.tile_bytes or 1):
-            window = tuple(slice(t - o, t - o + e)
-                           for t, o, e in zip(tile_start, origin, tile_extent))
-            super().write_slice(key, array[window], tile_start, shape)
-            self._keys.add(key)
+        self.write_slices(key, array, origin, shape,
+                          tiles_of((origin, array.shape), shape, array.dtype.itemsize,
+                                   self.tile_bytes or 1))
+        self._keys.add(key)
 
     def write_tensors(self, tensors: Mapping[str, object]) -> None:
         """Write each value: whole for an array, as its box for a :class:`Slice`."""

@@ -1,87 +1,183 @@
 """Encoding a checkpoint index: tensors and their blocks as the index's columns.
 
 The one encoder of the tensor table and the block table (spec/format.md,
-"The index"), used by the writer for the tensors it stored and by the merge
-of parts for the tensors the parts stored (spec/parts.md). Both describe
-their tensors with the types the decoder produces (:class:`TensorInfo`,
-:class:`Block`, :class:`Slice`), so what is encoded is what a reader gets
-back. Nothing is checked here: callers encode only what they checked.
+"The index"), used by the writer for the tensors it stores and by the merge
+of parts for the tensors the parts stored (spec/parts.md).
+:class:`TableBuilder` gathers the columns in plain lists, so that a writer
+of many small tensors appends numbers instead of building an object per
+tensor; blocks come as the decoder's :class:`Block` (what is encoded is
+what a reader gets back) or, for many small ones, as columns. Nothing is
+checked here: callers encode only what they checked.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from itertools import pairwise
-from typing import Protocol
+from collections.abc import Sequence
+from itertools import chain, pairwise
+from typing import TypeVar
 
-from ocf.format import dtypes
-from ocf.format.index.model import Block, Slice
+import numpy as np
+
+from ocf.format.codec import Codec
+from ocf.format.index.model import Block
 from ocf.v1 import index_pb2
 
-
-class TensorRow(Protocol):
-    """A tensor to encode: stored whole (``block``) or in slices (``slices``)."""
-
-    @property
-    def key(self) -> str: ...
-
-    @property
-    def dtype(self) -> dtypes.Dtype: ...
-
-    @property
-    def shape(self) -> tuple[int, ...]: ...
-
-    @property
-    def block(self) -> Block | None: ...
-
-    @property
-    def slices(self) -> Sequence[Slice]: ...
+_Item = TypeVar("_Item", int, bool)
 
 
-def fill_tables(index: index_pb2.Index, tensors: Iterable[TensorRow]) -> None:
-    """Append ``tensors`` in order to the tensor and block tables of ``index``."""
-    keys: list[str] = []
-    dtype_codes: list[int] = []
-    ranks: list[int] = []
-    dims: list[int] = []
-    slice_counts: list[int] = []
-    blocks: list[Block] = []
-    starts: list[int] = []
-    extents: list[int] = []
-    for tensor in tensors:
-        keys.append(tensor.key)
-        dtype_codes.append(tensor.dtype.code)
-        ranks.append(len(tensor.shape))
-        dims.extend(tensor.shape)
-        slice_counts.append(len(tensor.slices))
-        if tensor.block is not None:
-            blocks.append(tensor.block)
-            continue
-        for piece in tensor.slices:
-            starts.extend(piece.start)
-            extents.extend(piece.extent)
-            blocks.append(piece.block)
-    table = index.tensors
-    table.keys.extend(keys)
-    table.dtypes.extend(dtype_codes)  # type: ignore[arg-type]
-    table.ranks.extend(ranks)
-    table.dims.extend(dims)
-    table.slice_counts.extend(slice_counts)
-    _fill_blocks(index, blocks)
-    index.blocks.slice_starts.extend(starts)
-    index.blocks.slice_extents.extend(extents)
+class TableBuilder:
+    """The tensor and block tables of an index, gathered column by column.
+
+    Tensors are rows numbered in the order they are added; blocks may be
+    added in any order (the slices of one tensor written between other
+    tensors), each naming its tensor's row. :meth:`fill` lays the blocks out
+    in the order of their tensors, and a tensor's slices in the order they
+    were added, which is the order the index requires.
+    """
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+        self.dtype_codes: list[int] = []
+        self.shapes: list[tuple[int, ...]] = []
+        self._sliced: list[bool] = []
+        # One entry per block, in the order blocks were added.
+        self._owners: list[int] = []
+        self._shards: list[int] = []
+        self._offsets: list[int] = []
+        self._stored_lengths: list[int] = []
+        self._raw_lengths: list[int] = []
+        self._codecs: list[int] = []
+        self._shuffles: list[bool] = []
+        self._chunk_sizes: list[int] = []
+        # Variable-length lists per block, flattened, with their lengths.
+        self._crcs = _Ragged()
+        self._stored_chunk_lengths = _Ragged()
+        self._starts = _Ragged()
+        self._extents = _Ragged()
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def add_tensor(self, key: str, dtype_code: int, shape: tuple[int, ...],
+                   sliced: bool = False) -> int:
+        """Add a tensor row, stored whole or (``sliced``) in slices; its row number."""
+        self.keys.append(key)
+        self.dtype_codes.append(dtype_code)
+        self.shapes.append(shape)
+        self._sliced.append(sliced)
+        return len(self.keys) - 1
+
+    def add_tensors(self, keys: list[str], dtype_codes: list[int],
+                    shapes: list[tuple[int, ...]]) -> int:
+        """Add rows of tensors stored whole; the row number of the first."""
+        first = len(self.keys)
+        self.keys.extend(keys)
+        self.dtype_codes.extend(dtype_codes)
+        self.shapes.extend(shapes)
+        self._sliced.extend([False] * len(keys))
+        return first
+
+    def add_block(self, row: int, block: Block, box: tuple[Sequence[int], Sequence[int]]
+                  | None = None, shard_base: int = 0) -> None:
+        """Add ``block`` of the tensor at ``row``: the whole tensor, or the slice whose
+        ``box`` is (start, extent); its shard number plus ``shard_base`` (the merge of
+        parts lists the shards of every part in one table)."""
+        self._owners.append(row)
+        self._shards.append(block.shard + shard_base)
+        self._offsets.append(block.offset)
+        self._stored_lengths.append(block.stored_length)
+        self._raw_lengths.append(block.raw_length)
+        self._codecs.append(block.compression.value)
+        self._shuffles.append(block.byte_shuffle)
+        self._chunk_sizes.append(block.chunk_size)
+        self._crcs.add(block.chunk_crcs)
+        # zstd blocks: where each chunk starts, then the block's end; none: no starts.
+        self._stored_chunk_lengths.add([end - start for start, end
+                                        in pairwise(block.chunk_starts)])
+        self._starts.add(box[0] if box is not None else ())
+        self._extents.add(box[1] if box is not None else ())
+
+    def add_plain_blocks(self, rows: Sequence[int], shard: int, offsets: Sequence[int],
+                         sizes: Sequence[int], crcs: Sequence[int],
+                         boxes: tuple[Sequence[int], Sequence[int], int] | None = None) -> None:
+        """Add uncompressed blocks of one chunk each (a checksum each), all in ``shard``:
+        the many small tensors of a batch. ``boxes``, for slices, holds their starts
+        and extents flattened and the rank of each."""
+        count = len(rows)
+        self._owners.extend(rows)
+        self._shards.extend([shard] * count)
+        self._offsets.extend(offsets)
+        self._stored_lengths.extend(sizes)
+        self._raw_lengths.extend(sizes)
+        self._codecs.extend([Codec.NONE.value] * count)
+        self._shuffles.extend([False] * count)
+        self._chunk_sizes.extend([0] * count)
+        self._crcs.add_each(crcs, 1, count)
+        self._stored_chunk_lengths.add_each((), 0, count)
+        rank = boxes[2] if boxes is not None else 0
+        self._starts.add_each(boxes[0] if boxes is not None else (), rank, count)
+        self._extents.add_each(boxes[1] if boxes is not None else (), rank, count)
+
+    def fill(self, index: index_pb2.Index) -> None:
+        """Append the gathered tensors and blocks to the tables of ``index``."""
+        owners = np.asarray(self._owners, dtype=np.int64)
+        # Blocks by tensor, each tensor's in the order added (a stable sort); written
+        # tensor after tensor they already are, and nothing moves.
+        order = None
+        if owners.size > 1 and bool((owners[1:] < owners[:-1]).any()):
+            order = np.argsort(owners, kind="stable")
+        table = index.tensors
+        table.keys.extend(self.keys)
+        table.dtypes.extend(self.dtype_codes)  # type: ignore[arg-type]
+        table.ranks.extend([len(shape) for shape in self.shapes])
+        table.dims.extend(chain.from_iterable(self.shapes))
+        counts = np.bincount(owners, minlength=len(self.keys)) if owners.size else \
+            np.zeros(len(self.keys), np.int64)
+        table.slice_counts.extend(np.where(self._sliced, counts, 0).tolist())
+        columns = index.blocks
+        columns.shards.extend(_ordered(self._shards, order))
+        columns.offsets.extend(_ordered(self._offsets, order))
+        columns.stored_lengths.extend(_ordered(self._stored_lengths, order))
+        columns.raw_lengths.extend(_ordered(self._raw_lengths, order))
+        columns.codecs.extend(_ordered(self._codecs, order))  # type: ignore[arg-type]
+        columns.byte_shuffles.extend(_ordered(self._shuffles, order))
+        columns.chunk_sizes.extend(_ordered(self._chunk_sizes, order))
+        columns.chunk_crcs.extend(self._crcs.ordered(order))
+        columns.chunk_stored_lengths.extend(self._stored_chunk_lengths.ordered(order))
+        columns.slice_starts.extend(self._starts.ordered(order))
+        columns.slice_extents.extend(self._extents.ordered(order))
 
 
-def _fill_blocks(index: index_pb2.Index, blocks: list[Block]) -> None:
-    columns = index.blocks
-    columns.shards.extend(b.shard for b in blocks)
-    columns.offsets.extend(b.offset for b in blocks)
-    columns.stored_lengths.extend(b.stored_length for b in blocks)
-    columns.raw_lengths.extend(b.raw_length for b in blocks)
-    columns.codecs.extend(b.compression.value for b in blocks)
-    columns.byte_shuffles.extend(b.byte_shuffle for b in blocks)
-    columns.chunk_sizes.extend(b.chunk_size for b in blocks)
-    columns.chunk_crcs.extend(crc for b in blocks for crc in b.chunk_crcs)
-    # zstd blocks: where each chunk starts, then the block's end; none: no starts.
-    columns.chunk_stored_lengths.extend(
-        end - start for b in blocks for start, end in pairwise(b.chunk_starts))
+class _Ragged:
+    """A list of lists of ints, kept flat with the length of each."""
+
+    def __init__(self) -> None:
+        self.values: list[int] = []
+        self.lengths: list[int] = []
+
+    def add(self, values: Sequence[int]) -> None:
+        self.values.extend(values)
+        self.lengths.append(len(values))
+
+    def add_each(self, values: Sequence[int], length: int, count: int) -> None:
+        """Add ``count`` lists of ``length`` values each, ``values`` holding them all."""
+        self.values.extend(values)
+        self.lengths.extend([length] * count)
+
+    def ordered(self, order: np.ndarray | None) -> list[int]:
+        """The values, the lists taken in ``order`` (None: as added)."""
+        if order is None or not self.values:
+            return self.values
+        lengths = np.asarray(self.lengths, dtype=np.int64)
+        ends = np.cumsum(lengths)
+        taken = lengths[order]
+        # For each value of the reordered lists, its place in the flat values.
+        shift = np.repeat(ends[order] - taken - (np.cumsum(taken) - taken), taken)
+        flat = np.asarray(self.values, dtype=np.uint64)
+        return flat[np.arange(shift.size) + shift].tolist()  # type: ignore[no-any-return]
+
+
+def _ordered(column: list[_Item], order: np.ndarray | None) -> list[_Item]:
+    if order is None:
+        return column
+    return np.asarray(column)[order].tolist()  # type: ignore[no-any-return]

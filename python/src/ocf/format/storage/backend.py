@@ -23,6 +23,7 @@ completes in :meth:`Output.close_durably`), and
 from __future__ import annotations
 
 import mmap
+from collections.abc import Sequence
 from typing import Literal, Protocol
 
 from ocf.format.storage.local import LOCAL
@@ -76,6 +77,10 @@ class Output(Protocol):
         """Pad with zeros to the next multiple of 64 bytes."""
 
     def write(self, data: memoryview | bytes) -> None: ...
+
+    def write_many(self, buffers: Sequence[memoryview]) -> None:
+        """Write the buffers (C-contiguous, of any format) one after the other: the
+        same bytes as a write() of each, with fewer calls to the storage."""
 
     def flush(self) -> None:
         """Hand buffered bytes to the storage."""

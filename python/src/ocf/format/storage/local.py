@@ -18,7 +18,7 @@ import mmap
 import os
 import shutil
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from io import BufferedReader
 from pathlib import Path
 from typing import BinaryIO, Literal
@@ -43,6 +43,8 @@ _ZEROS = bytes(64)
 # Writeback to disk is started every this many bytes (see _start_writeback).
 _WRITEBACK_STEP = 64 << 20
 _FADVISE = getattr(os, "posix_fadvise", None)
+# Most buffers one os.writev takes (Linux's IOV_MAX; POSIX guarantees at least 16).
+_IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if hasattr(os, "sysconf") else 16
 # Uncompressed blocks are read in groups of chunks of about this many bytes.
 _READ_GROUP = 4 << 20
 
@@ -175,6 +177,21 @@ class LocalOutput:
             self.flush()
             self._write_all(memoryview(data))
         self.position += size
+
+    def write_many(self, buffers: Sequence[memoryview]) -> None:
+        """Write the byte buffers one after the other, as many write() calls would, but
+        handed to the operating system together (os.writev), none of them copied."""
+        self.flush()
+        for first in range(0, len(buffers), _IOV_MAX):
+            group = buffers[first:first + _IOV_MAX]
+            size = sum(buffer.nbytes for buffer in group)
+            written = os.writev(self._file.fileno(), group)
+            self._in_file += written
+            self.position += size
+            if written < size:  # cut short (rare for a file): the rest, without writev
+                self._write_all(memoryview(b"".join(group))[written:])
+        if self._in_file - self._writeback_mark >= _WRITEBACK_STEP:
+            self._start_writeback()
 
     def flush(self) -> None:
         if self._pending:

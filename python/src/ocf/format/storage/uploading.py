@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 from ocf.format.container import INDEX_FILE_NAME, PREAMBLE, PREAMBLE_SIZE, padding
@@ -63,6 +64,11 @@ class ObjectOutput:
             view = view.cast("B")
         self._file.write(view)
         self.position += view.nbytes
+
+    def write_many(self, buffers: Sequence[memoryview]) -> None:
+        """Write the buffers one after the other (into the upload's part buffer)."""
+        for data in buffers:
+            self.write(data)
 
     def flush(self) -> None:
         """Nothing to do: parts go out as they fill, the rest on close."""
