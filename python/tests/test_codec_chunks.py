@@ -160,3 +160,33 @@ def test_decoding_without_a_destination_returns_the_unshuffled_bytes() -> None:
     assert decoded.tobytes() == raw.tobytes()
     assert decoded.flags.writeable
     assert decoded.flags.owndata
+
+
+def _bf16_rounded_float32(count: int) -> np.ndarray:
+    """float32 values whose two low bytes are zero: two of the four shuffled streams."""
+    values = np.random.default_rng(8).normal(0, 0.02, count).astype(np.float32)
+    rounded: np.ndarray = (values.view(np.uint32) & 0xFFFF0000).view(np.float32)
+    return rounded
+
+
+@pytest.mark.parametrize("into_zeroed", [False, True])
+def test_streams_of_zeros_reach_a_destination_that_is_not_zero_filled(into_zeroed: bool) -> None:
+    raw = _bf16_rounded_float32(8192).view(np.uint8)
+    shuffled = raw.reshape(-1, 4).T.copy().reshape(-1)
+    assert not shuffled[: len(shuffled) // 2].any()  # the two low-byte streams
+    frame = zstandard.ZstdCompressor(write_content_size=True).compress(shuffled.tobytes())
+    into = np.zeros(len(raw), np.uint8) if into_zeroed else np.full(len(raw), 0xA5, np.uint8)
+    decode_zstd(frame, len(raw), 4, into=into, into_zeroed=into_zeroed)
+    assert into.tobytes() == raw.tobytes()
+
+
+def test_weights_rounded_to_bfloat16_read_back_exactly_through_every_read(tmp_path: Path) -> None:
+    array = _bf16_rounded_float32(300_000).reshape(600, 500)
+    path = tmp_path / "bf16.ocf"
+    ocf.save_file({"w": array}, path, compression="zstd", byte_shuffle=True, chunk_size=65536)
+    assert _stored_chunks_decoded_apart(path, "w") == array.tobytes()
+    assert_bit_exact(ocf.load_file(path)["w"], array)
+    with ocf.open(path) as reader:
+        into = np.full(array.shape, 0xA5A5A5A5, np.uint32).view(np.float32)  # no zero byte
+        assert_bit_exact(reader.read_into("w", into), array)
+        assert_bit_exact(reader.get_slice("w", np.s_[100:350, 7:9]), array[100:350, 7:9])
