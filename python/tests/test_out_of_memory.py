@@ -128,14 +128,39 @@ def test_read_into_a_callers_array_reads_a_tensor_larger_than_free_memory(
     assert outcome == {"error": None}
 
 
-def test_read_into_with_too_little_memory_even_for_a_chunk_is_out_of_memory(
+def test_read_into_decodes_unshuffled_zstd_chunks_without_a_buffer_of_their_own(
         big_zstd_checkpoint: Path) -> None:
     outcome = _run(f"""
         reader = ocf.Reader(sys.argv[1])
         out = np.empty({TENSOR_BYTES}, dtype=np.uint8)
         cap(1 << 20)  # no room for a worker thread's stack, nor for a decoded chunk
-        report(lambda: reader.read_into("big", out))
+        def read_and_compare():
+            reader.read_into("big", out)
+            assert np.array_equal(out[-256:], np.arange(256, dtype=np.uint8))
+        report(read_and_compare)
     """, str(big_zstd_checkpoint))
+    assert outcome == {"error": None}
+
+
+@pytest.fixture(scope="module")
+def big_shuffled_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One valid byte-shuffled zstd tensor of TENSOR_BYTES, whose chunks are decoded
+    into a buffer of a chunk before they are unshuffled into the destination."""
+    path = tmp_path_factory.mktemp("oom") / "shuffled.ocf"
+    with ocf.Writer(path, compression="zstd", byte_shuffle=True) as writer:
+        writer.write("big", np.arange(TENSOR_BYTES // 4, dtype=np.uint32))
+    assert path.stat().st_size < TENSOR_BYTES // 100
+    return path
+
+
+def test_read_into_with_too_little_memory_even_for_a_chunk_is_out_of_memory(
+        big_shuffled_checkpoint: Path) -> None:
+    outcome = _run(f"""
+        reader = ocf.Reader(sys.argv[1])
+        out = np.empty({TENSOR_BYTES // 4}, dtype=np.uint32)
+        cap(1 << 20)  # no room for a worker thread's stack, nor for a decoded chunk
+        report(lambda: reader.read_into("big", out))
+    """, str(big_shuffled_checkpoint))
     assert outcome["error"] == "OutOfMemoryError", outcome
     assert outcome["key"] == "big"
     assert "R-ERR-003" in str(outcome["message"])

@@ -437,8 +437,14 @@ class Reader(Mapping[str, TensorInfo]):
 
     def _read_block(self, info: TensorInfo, block: Block) -> np.ndarray:
         """All raw bytes of a block, read (not mapped) into a new buffer."""
-        out = self._buffer(info, block.raw_length)
-        self._fill(info, block, out)
+        if block.compression is Codec.NONE:
+            out = self._buffer(info, block.raw_length)
+            self._fill(info, block, out)
+            return out
+        # Zero-filled costs a new buffer nothing more (the system's pages are zero),
+        # and the decoder then skips byte streams that are all zero.
+        out = self._buffer(info, block.raw_length, zeroed=True)
+        self._decode_chunks(info, block, range(block.chunk_count), out, zeroed=True)
         return out
 
     def _fill(self, info: TensorInfo, block: Block, out: np.ndarray) -> None:
@@ -525,8 +531,9 @@ class Reader(Mapping[str, TensorInfo]):
         return [crc32c(out[a:b]) for a, b in map(block.raw_range, chunks)]
 
     def _decode_chunks(self, info: TensorInfo, block: Block, chunks: Iterator[int] | range,
-                       out: np.ndarray) -> None:
-        """Read, check and decode the given chunks of a zstd block into ``out``."""
+                       out: np.ndarray, *, zeroed: bool = False) -> None:
+        """Read, check and decode the given chunks of a zstd block into ``out``
+        (``zeroed``: known to hold zeros)."""
         shard = self._shards[block.shard]
         itemsize = info.dtype.itemsize if block.byte_shuffle else 1
 
@@ -537,7 +544,7 @@ class Reader(Mapping[str, TensorInfo]):
                 self._check_crc(info, block, i, crc32c(stored))
             a, b = block.raw_range(i)
             try:
-                decode_zstd(stored, b - a, itemsize, into=out[a:b])
+                decode_zstd(stored, b - a, itemsize, into=out[a:b], into_zeroed=zeroed)
             except MalformedError as exc:
                 raise MalformedError(f"chunk {i}: {exc.detail}", path=self.path, key=info.key,
                                      requirement=exc.requirement) from None
@@ -568,7 +575,7 @@ class Reader(Mapping[str, TensorInfo]):
             # Zero-filled pages are only allocated once written: decoding the
             # chunks that hold the region touches nothing else.
             raw = self._buffer(info, block.raw_length, zeroed=True)
-            self._decode_chunks(info, block, iter(chunks.tolist()), raw)
+            self._decode_chunks(info, block, iter(chunks.tolist()), raw, zeroed=True)
         return self._materialize(info, raw, shape, window)
 
     def _read_region(self, info: TensorInfo, box: Box, mapped: bool = True) -> np.ndarray:

@@ -15,7 +15,7 @@ import os
 import re
 import sys
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
 
@@ -550,8 +550,8 @@ class Writer:
         shuffle = self.byte_shuffle and dtype.itemsize > 1
         encoder = ChunkEncoder(self.compression, self.level, dtype.itemsize if shuffle else 1)
         crcs, starts = [], [offset]
-        for stored in self._encoded(encoder, raw, ranges):
-            crcs.append(crc32c(stored))
+        for stored, crc in self._encoded(encoder, raw, ranges):
+            crcs.append(crc)
             starts.append(starts[-1] + len(stored))
             output.write(stored)
         return Block(shard, offset, starts[-1] - offset, size, self.compression, shuffle,
@@ -573,12 +573,13 @@ class Writer:
 
     def _encoded(
         self, encoder: ChunkEncoder, raw: memoryview, ranges: list[tuple[int, int]]
-    ) -> Iterator[memoryview | bytes]:
-        """Encoded chunks in order, at most a few in flight so memory stays bounded."""
-        window: deque[Future[memoryview | bytes]] = deque()
-        encode: Callable[[memoryview], memoryview | bytes] = encoder.encode
+    ) -> Iterator[tuple[memoryview | bytes, int]]:
+        """Encoded chunks and their CRC-32C in order, at most a few in flight so memory
+        stays bounded. Each is encoded and checksummed on a worker thread, leaving this
+        one only the writes."""
+        window: deque[Future[tuple[memoryview | bytes, int]]] = deque()
         for a, b in ranges:
-            window.append(self._pool.submit(encode, raw[a:b]))
+            window.append(self._pool.submit(_encode_chunk, encoder, raw[a:b]))
             if len(window) > 2 * self._threads:
                 yield window.popleft().result()
         while window:
@@ -687,6 +688,11 @@ class Writer:
         self._storage.sync_directory(self.target)  # the shards' names are durable
         index_file.publish()
         self._files.clear()
+
+
+def _encode_chunk(encoder: ChunkEncoder, raw: memoryview) -> tuple[memoryview | bytes, int]:
+    stored = encoder.encode(raw)
+    return stored, crc32c(stored)
 
 
 def _check_shape(key: str, shape: tuple[int, ...]) -> None:
