@@ -130,7 +130,7 @@ class ChunkEncoder:
     """Encodes raw chunks for one stored data block."""
 
     compression: Codec
-    level: int = 3
+    level: int = 1
     itemsize: int = 1  # element size for the byte shuffle; 1 means no shuffle
 
     def encode(self, raw: memoryview) -> memoryview | bytes:
