@@ -55,6 +55,10 @@ _READ_GROUP = 8 << 20
 # whose gaps are at most _RUN_GAP bytes.
 _BATCH_MAX = 1 << 20
 _RUN_GAP = 4096
+# A local file's uncompressed chunks are read in pieces of this many bytes (or one
+# chunk, when chunks are larger), each checksummed as soon as it is read, while it
+# is still in the cache of the core that read it (L2 is 512 KiB to 2 MiB a core).
+_HOT_PIECE = 1 << 20
 
 
 def _runs(small: SmallPlain) -> Iterator[tuple[int, int]]:
@@ -455,15 +459,13 @@ class Reader(Mapping[str, TensorInfo]):
                           ) -> list[_GroupRead]:
         """Start reading an uncompressed block into ``out`` in groups of chunks.
 
-        Each group is read and checksummed by one job, while its bytes are
-        still in the CPU cache; groups run on worker threads, so reading and
-        checksumming overlap across groups, blocks and cores. A block of one
-        group is read at once on the calling thread.
+        Each group is read and checksummed by one job (:meth:`_read_group`);
+        groups run on worker threads, and on the caller while it waits, so
+        reading and checksumming overlap across groups, blocks and cores. A
+        block of one group is read at once on the calling thread.
         """
         shard = self._shards[block.shard]
-        per_group = max(1, shard.read_group // block.raw_chunk_size) if block.chunk_count else 1
-        groups = [range(first, min(first + per_group, block.chunk_count))
-                  for first in range(0, block.chunk_count, per_group)]
+        groups = self._groups(shard, block)
         self.bytes_read += block.raw_length
         if len(groups) == 1:
             return [_GroupRead(info, block, groups[0],
@@ -473,11 +475,43 @@ class Reader(Mapping[str, TensorInfo]):
                            pool.submit(self._read_group, shard, block, out, chunks))
                 for chunks in groups]
 
+    def _groups(self, shard: Input, block: Block) -> list[range]:
+        """The chunks of ``block`` each read job reads: about ``shard.read_group`` bytes.
+
+        A local file gets no more jobs than there are worker threads: each job
+        reads its chunks piece by piece anyway (:meth:`_read_group`), and a job
+        more would only cost a hand-off between threads. An object gets a
+        ranged GET per group, and as many as the block needs, in parallel.
+        """
+        if not block.chunk_count:
+            return []
+        groups = -(-block.raw_length // shard.read_group)
+        if shard.mappable:
+            groups = min(groups, self._threads().count)
+        per_group = -(-block.chunk_count // max(1, groups))
+        return [range(first, min(first + per_group, block.chunk_count))
+                for first in range(0, block.chunk_count, per_group)]
+
     def _read_group(self, shard: Input, block: Block, out: memoryview,
                     chunks: range) -> list[int]:
-        start, end = block.raw_range(chunks[0])[0], block.raw_range(chunks[-1])[1]
-        shard.read_into(out[start:end], block.offset + start)
-        return self._crcs(block, out, chunks) if self.verify else []
+        """Read ``chunks`` of an uncompressed block into ``out``; their CRC-32C values,
+        or none when the reader does not verify.
+
+        A local file is read in pieces of about _HOT_PIECE bytes, each checksummed
+        right after it is read, while its bytes are still in this core's cache:
+        checksumming them once they have gone back to memory costs almost twice as
+        much (16 MiB on the benchmark machine: 1.2 ms more than the read, against
+        2.1 ms). An object is read with one ranged GET.
+        """
+        step = max(1, _HOT_PIECE // block.raw_chunk_size) if shard.mappable else len(chunks)
+        crcs: list[int] = []
+        for first in range(chunks.start, chunks.stop, step):
+            piece = range(first, min(first + step, chunks.stop))
+            start, end = block.raw_range(piece[0])[0], block.raw_range(piece[-1])[1]
+            shard.read_into(out[start:end], block.offset + start)
+            if self.verify:
+                crcs += self._crcs(block, out, piece)
+        return crcs
 
     def _read_chunks(self, info: TensorInfo, block: Block, chunks: list[int],
                      out: memoryview) -> None:

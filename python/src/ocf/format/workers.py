@@ -55,6 +55,11 @@ class Workers:
         self._ready = threading.Condition()
         self._closed = False
 
+    @property
+    def count(self) -> int:
+        """The most threads that run jobs at once (the caller of :meth:`wait` aside)."""
+        return self._count
+
     def submit(self, function: Callable[..., T], *arguments: Any) -> Future[T]:
         job = _Job(function, arguments)
         with self._ready:
