@@ -11,6 +11,7 @@ read unless ``verify=False`` [R-CRC-001].
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -457,16 +458,22 @@ class Reader(Mapping[str, TensorInfo]):
 
     def _start_plain_read(self, info: TensorInfo, block: Block, out: memoryview
                           ) -> list[_GroupRead]:
-        """Start reading an uncompressed block into ``out`` in groups of chunks.
+        """Start reading an uncompressed block into ``out``.
 
-        Each group is read and checksummed by one job (:meth:`_read_group`);
-        groups run on worker threads, and on the caller while it waits, so
-        reading and checksumming overlap across groups, blocks and cores. A
-        block of one group is read at once on the calling thread.
+        A local file's block is read now, by this thread and worker threads
+        (:meth:`_read_local`). An object's is read in groups of chunks, a
+        ranged GET each, on worker threads (and on the caller while it waits),
+        so that the GETs of groups and blocks overlap; a block of one group is
+        read at once on the calling thread.
         """
         shard = self._shards[block.shard]
-        groups = self._groups(shard, block)
         self.bytes_read += block.raw_length
+        if shard.mappable:
+            return [_GroupRead(info, block, range(block.chunk_count),
+                               self._read_local(shard, block, out))]
+        per_group = max(1, shard.read_group // block.raw_chunk_size) if block.chunk_count else 1
+        groups = [range(first, min(first + per_group, block.chunk_count))
+                  for first in range(0, block.chunk_count, per_group)]
         if len(groups) == 1:
             return [_GroupRead(info, block, groups[0],
                                self._read_group(shard, block, out, groups[0]))]
@@ -475,43 +482,43 @@ class Reader(Mapping[str, TensorInfo]):
                            pool.submit(self._read_group, shard, block, out, chunks))
                 for chunks in groups]
 
-    def _groups(self, shard: Input, block: Block) -> list[range]:
-        """The chunks of ``block`` each read job reads: about ``shard.read_group`` bytes.
+    def _read_local(self, shard: Input, block: Block, out: memoryview) -> list[int]:
+        """Read an uncompressed block of a local file into ``out``; the CRC-32C values of
+        its chunks (none when the reader does not verify).
 
-        A local file gets no more jobs than there are worker threads: each job
-        reads its chunks piece by piece anyway (:meth:`_read_group`), and a job
-        more would only cost a hand-off between threads. An object gets a
-        ranged GET per group, and as many as the block needs, in parallel.
+        The block is read in pieces of about _HOT_PIECE bytes (or one chunk), each
+        checksummed right after it is read, while its bytes are still in the
+        cache of the core that read them: checksumming them once they have gone
+        back to memory costs almost twice as much (16 MiB on the benchmark
+        machine: 1.2 ms more than the read, against 2.1 ms). This thread and
+        worker threads take the pieces in turn, so a worker the system does not
+        run soon costs at most a piece of waiting, never half the block.
         """
-        if not block.chunk_count:
-            return []
-        groups = -(-block.raw_length // shard.read_group)
-        if shard.mappable:
-            groups = min(groups, self._threads().count)
-        per_group = -(-block.chunk_count // max(1, groups))
-        return [range(first, min(first + per_group, block.chunk_count))
-                for first in range(0, block.chunk_count, per_group)]
+        step = max(1, _HOT_PIECE // block.raw_chunk_size) if block.chunk_count else 1
+        pieces = [range(first, min(first + step, block.chunk_count))
+                  for first in range(0, block.chunk_count, step)]
+        crcs: list[list[int]] = [[] for _ in pieces]
+        taken = itertools.count()
+        lock = threading.Lock()  # next() on a shared iterator is atomic only under the GIL
+
+        def work() -> None:
+            while True:
+                with lock:
+                    at = next(taken)
+                if at >= len(pieces):
+                    return
+                crcs[at] = self._read_group(shard, block, out, pieces[at])
+
+        self._threads().share(work, len(pieces) - 1)
+        return [crc for piece in crcs for crc in piece]
 
     def _read_group(self, shard: Input, block: Block, out: memoryview,
                     chunks: range) -> list[int]:
-        """Read ``chunks`` of an uncompressed block into ``out``; their CRC-32C values,
-        or none when the reader does not verify.
-
-        A local file is read in pieces of about _HOT_PIECE bytes, each checksummed
-        right after it is read, while its bytes are still in this core's cache:
-        checksumming them once they have gone back to memory costs almost twice as
-        much (16 MiB on the benchmark machine: 1.2 ms more than the read, against
-        2.1 ms). An object is read with one ranged GET.
-        """
-        step = max(1, _HOT_PIECE // block.raw_chunk_size) if shard.mappable else len(chunks)
-        crcs: list[int] = []
-        for first in range(chunks.start, chunks.stop, step):
-            piece = range(first, min(first + step, chunks.stop))
-            start, end = block.raw_range(piece[0])[0], block.raw_range(piece[-1])[1]
-            shard.read_into(out[start:end], block.offset + start)
-            if self.verify:
-                crcs += self._crcs(block, out, piece)
-        return crcs
+        """Read ``chunks`` of an uncompressed block into ``out`` with one read; their
+        CRC-32C values, or none when the reader does not verify."""
+        start, end = block.raw_range(chunks[0])[0], block.raw_range(chunks[-1])[1]
+        shard.read_into(out[start:end], block.offset + start)
+        return self._crcs(block, out, chunks) if self.verify else []
 
     def _read_chunks(self, info: TensorInfo, block: Block, chunks: list[int],
                      out: memoryview) -> None:
