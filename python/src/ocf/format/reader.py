@@ -11,7 +11,6 @@ read unless ``verify=False`` [R-CRC-001].
 
 from __future__ import annotations
 
-import itertools
 import os
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -44,7 +43,7 @@ from ocf.format.raw import check_bool, decode_strings
 from ocf.format.slicing import Box, as_array_index, chunks_touching, intersect, select
 from ocf.format.storage.backend import Input, backend_of
 from ocf.format.storage.location import Location, StorageOptions, locate
-from ocf.format.workers import Workers
+from ocf.format.workers import Workers, in_turn
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
@@ -498,18 +497,11 @@ class Reader(Mapping[str, TensorInfo]):
         pieces = [range(first, min(first + step, block.chunk_count))
                   for first in range(0, block.chunk_count, step)]
         crcs: list[list[int]] = [[] for _ in pieces]
-        taken = itertools.count()
-        lock = threading.Lock()  # next() on a shared iterator is atomic only under the GIL
 
-        def work() -> None:
-            while True:
-                with lock:
-                    at = next(taken)
-                if at >= len(pieces):
-                    return
-                crcs[at] = self._read_group(shard, block, out, pieces[at])
+        def read(at: int) -> None:
+            crcs[at] = self._read_group(shard, block, out, pieces[at])
 
-        self._threads().share(work, len(pieces) - 1)
+        self._threads().share(in_turn(len(pieces), read), len(pieces) - 1)
         return [crc for piece in crcs for crc in piece]
 
     def _read_group(self, shard: Input, block: Block, out: memoryview,

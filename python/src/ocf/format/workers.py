@@ -12,6 +12,7 @@ a memory error in one reaches the caller as an exception [R-ERR-003].
 from __future__ import annotations
 
 import _thread
+import itertools
 import os
 import threading
 from collections import deque
@@ -54,6 +55,23 @@ def _idle_cores() -> int:
         return _CORES if load is None else max(0, int(_CORES - load()[0]))
     except OSError:  # no load average to be had: assume the cores are free
         return _CORES
+
+
+def in_turn(count: int, action: Callable[[int], None]) -> Callable[[], None]:
+    """Work for several threads (:meth:`Workers.share`): ``action(i)`` for every i
+    below ``count``, each run once, by whichever thread takes it next."""
+    taken = itertools.count()
+    lock = threading.Lock()  # next() on a shared iterator is atomic only under the GIL
+
+    def work() -> None:
+        while True:
+            with lock:
+                at = next(taken)
+            if at >= count:
+                return
+            action(at)
+
+    return work
 
 
 class Workers:
