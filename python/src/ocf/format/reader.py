@@ -317,7 +317,7 @@ class Reader(Mapping[str, TensorInfo]):
                 result[key] = self.read_tensor(key)
                 continue
             out = self._buffer(info, block.raw_length)
-            reads += self._start_plain_read(info, block, out.data)
+            reads += self._start_plain_read(info, block, out.data, batch=True)
             buffers.append((info, out))
         self._finish_reads(reads)
         for info, out in buffers:
@@ -455,19 +455,20 @@ class Reader(Mapping[str, TensorInfo]):
     def _read_plain(self, info: TensorInfo, block: Block, out: memoryview) -> None:
         self._finish_reads(self._start_plain_read(info, block, out))
 
-    def _start_plain_read(self, info: TensorInfo, block: Block, out: memoryview
-                          ) -> list[_GroupRead]:
+    def _start_plain_read(self, info: TensorInfo, block: Block, out: memoryview, *,
+                          batch: bool = False) -> list[_GroupRead]:
         """Start reading an uncompressed block into ``out``.
 
-        A local file's block is read now, by this thread and worker threads
-        (:meth:`_read_local`). An object's is read in groups of chunks, a
-        ranged GET each, on worker threads (and on the caller while it waits),
-        so that the GETs of groups and blocks overlap; a block of one group is
-        read at once on the calling thread.
+        A local file's block read alone is read now, by this thread and idle
+        worker threads (:meth:`_read_local`). Otherwise (an object's block, or
+        one of a ``batch`` of blocks) it is read in groups of chunks, a job
+        each, on worker threads and on the caller while it waits, so that the
+        groups of all blocks overlap; a block of one group is read at once on
+        the calling thread.
         """
         shard = self._shards[block.shard]
         self.bytes_read += block.raw_length
-        if shard.mappable:
+        if shard.mappable and not batch:
             return [_GroupRead(info, block, range(block.chunk_count),
                                self._read_local(shard, block, out))]
         per_group = max(1, shard.read_group // block.raw_chunk_size) if block.chunk_count else 1
@@ -506,11 +507,19 @@ class Reader(Mapping[str, TensorInfo]):
 
     def _read_group(self, shard: Input, block: Block, out: memoryview,
                     chunks: range) -> list[int]:
-        """Read ``chunks`` of an uncompressed block into ``out`` with one read; their
-        CRC-32C values, or none when the reader does not verify."""
-        start, end = block.raw_range(chunks[0])[0], block.raw_range(chunks[-1])[1]
-        shard.read_into(out[start:end], block.offset + start)
-        return self._crcs(block, out, chunks) if self.verify else []
+        """Read ``chunks`` of an uncompressed block into ``out``; their CRC-32C values,
+        or none when the reader does not verify. A local file is read in pieces of
+        _HOT_PIECE bytes (or one chunk), each checksummed while in cache; an object
+        with one ranged GET."""
+        step = max(1, _HOT_PIECE // block.raw_chunk_size) if shard.mappable else len(chunks)
+        crcs: list[int] = []
+        for first in range(chunks.start, chunks.stop, step):
+            piece = range(first, min(first + step, chunks.stop))
+            start, end = block.raw_range(piece[0])[0], block.raw_range(piece[-1])[1]
+            shard.read_into(out[start:end], block.offset + start)
+            if self.verify:
+                crcs += self._crcs(block, out, piece)
+        return crcs
 
     def _read_chunks(self, info: TensorInfo, block: Block, chunks: list[int],
                      out: memoryview) -> None:
