@@ -8,6 +8,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -79,3 +80,72 @@ def test_with_no_memory_for_a_thread_the_jobs_still_run() -> None:
                             timeout=60, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[8, 7, 6, 5, 4, 3, 2, 1]"
+
+
+def _pieces_taken_in_turn(count: int, done: list[int], threads: set[int],
+                          fail_at: int | None = None) -> tuple[Callable[[], None], list[int]]:
+    """A work function taking pieces 0..count-1 in turn (5 ms each), and its running count."""
+    taken = iter(range(count))
+    lock = threading.Lock()
+    running = [0]
+
+    def work() -> None:
+        while True:
+            with lock:
+                piece = next(taken, None)
+                if piece is None:
+                    return
+                running[0] += 1
+            try:
+                threads.add(threading.get_ident())
+                time.sleep(0.005)
+                if piece == fail_at:
+                    raise ValueError(f"piece {piece}")
+                done.append(piece)
+            finally:
+                with lock:
+                    running[0] -= 1
+
+    return work, running
+
+
+def test_shared_work_takes_every_piece_once_on_the_caller_and_idle_workers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("ocf.format.workers._idle_cores", lambda: 4)
+    workers = Workers(3)
+    done: list[int] = []
+    threads: set[int] = set()
+    work, running = _pieces_taken_in_turn(40, done, threads)
+    workers.share(work, 39)
+    assert sorted(done) == list(range(40))
+    assert running == [0]
+    assert threading.get_ident() in threads
+    assert len(threads) > 1
+    workers.shutdown()
+
+
+def test_on_a_machine_with_no_idle_core_the_caller_does_all_the_shared_work(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("ocf.format.workers._idle_cores", lambda: 0)
+    workers = Workers(3)
+    done: list[int] = []
+    threads: set[int] = set()
+    work, _ = _pieces_taken_in_turn(10, done, threads)
+    workers.share(work, 9)
+    assert sorted(done) == list(range(10))
+    assert threads == {threading.get_ident()}
+    workers.shutdown()
+
+
+def test_an_error_in_shared_work_is_raised_once_every_run_has_ended(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("ocf.format.workers._idle_cores", lambda: 4)
+    workers = Workers(3)
+    done: list[int] = []
+    threads: set[int] = set()
+    work, running = _pieces_taken_in_turn(30, done, threads, fail_at=7)
+    with pytest.raises(ValueError, match="piece 7"):
+        workers.share(work, 29)
+    assert running == [0]  # no piece is still being worked on
+    assert 7 not in done
+    workers.shutdown()

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import itertools
 import mmap
 import os
 import threading
@@ -50,6 +49,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 import numpy as np
 
 from ocf.format import dtypes
+from ocf.format.workers import in_turn
 
 Snapshot = dict[str, np.ndarray]
 
@@ -271,18 +271,11 @@ def _copy_pieces(pieces: list[tuple[np.ndarray, np.ndarray]]) -> None:
     per piece. Taking pieces in turn rather than fixed shares keeps both
     busy when the system preempts one of them.
     """
-    order = itertools.count()
-    lock = threading.Lock()  # next() on a shared iterator is atomic only under the GIL
+    def copy(at: int) -> None:
+        target, source = pieces[at]
+        np.copyto(target, source, casting="no")  # releases the GIL for the copy
 
-    def work() -> None:
-        while True:
-            with lock:
-                at = next(order)
-            if at >= len(pieces):
-                return
-            target, source = pieces[at]
-            np.copyto(target, source, casting="no")  # releases the GIL for the copy
-
+    work = in_turn(len(pieces), copy)
     helpers = [_copy_pool().submit(work) for _ in range(min(_COPY_HELPERS, len(pieces) - 1))]
     try:
         work()

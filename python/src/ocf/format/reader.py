@@ -43,7 +43,7 @@ from ocf.format.raw import check_bool, decode_strings
 from ocf.format.slicing import Box, as_array_index, chunks_touching, intersect, select
 from ocf.format.storage.backend import Input, backend_of
 from ocf.format.storage.location import Location, StorageOptions, locate
-from ocf.format.workers import Workers
+from ocf.format.workers import Workers, in_turn
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
@@ -55,6 +55,10 @@ _READ_GROUP = 8 << 20
 # whose gaps are at most _RUN_GAP bytes.
 _BATCH_MAX = 1 << 20
 _RUN_GAP = 4096
+# A local file's uncompressed chunks are read in pieces of this many bytes (or one
+# chunk, when chunks are larger), each checksummed as soon as it is read, while it
+# is still in the cache of the core that read it (L2 is 512 KiB to 2 MiB a core).
+_HOT_PIECE = 1 << 20
 
 
 def _runs(small: SmallPlain) -> Iterator[tuple[int, int]]:
@@ -313,7 +317,7 @@ class Reader(Mapping[str, TensorInfo]):
                 result[key] = self.read_tensor(key)
                 continue
             out = self._buffer(info, block.raw_length)
-            reads += self._start_plain_read(info, block, out.data)
+            reads += self._start_plain_read(info, block, out.data, batch=True)
             buffers.append((info, out))
         self._finish_reads(reads)
         for info, out in buffers:
@@ -457,20 +461,25 @@ class Reader(Mapping[str, TensorInfo]):
     def _read_plain(self, info: TensorInfo, block: Block, out: memoryview) -> None:
         self._finish_reads(self._start_plain_read(info, block, out))
 
-    def _start_plain_read(self, info: TensorInfo, block: Block, out: memoryview
-                          ) -> list[_GroupRead]:
-        """Start reading an uncompressed block into ``out`` in groups of chunks.
+    def _start_plain_read(self, info: TensorInfo, block: Block, out: memoryview, *,
+                          batch: bool = False) -> list[_GroupRead]:
+        """Start reading an uncompressed block into ``out``.
 
-        Each group is read and checksummed by one job, while its bytes are
-        still in the CPU cache; groups run on worker threads, so reading and
-        checksumming overlap across groups, blocks and cores. A block of one
-        group is read at once on the calling thread.
+        A local file's block read alone is read now, by this thread and idle
+        worker threads (:meth:`_read_local`). Otherwise (an object's block, or
+        one of a ``batch`` of blocks) it is read in groups of chunks, a job
+        each, on worker threads and on the caller while it waits, so that the
+        groups of all blocks overlap; a block of one group is read at once on
+        the calling thread.
         """
         shard = self._shards[block.shard]
+        self.bytes_read += block.raw_length
+        if shard.mappable and not batch:
+            return [_GroupRead(info, block, range(block.chunk_count),
+                               self._read_local(shard, block, out))]
         per_group = max(1, shard.read_group // block.raw_chunk_size) if block.chunk_count else 1
         groups = [range(first, min(first + per_group, block.chunk_count))
                   for first in range(0, block.chunk_count, per_group)]
-        self.bytes_read += block.raw_length
         if len(groups) == 1:
             return [_GroupRead(info, block, groups[0],
                                self._read_group(shard, block, out, groups[0]))]
@@ -479,11 +488,44 @@ class Reader(Mapping[str, TensorInfo]):
                            pool.submit(self._read_group, shard, block, out, chunks))
                 for chunks in groups]
 
+    def _read_local(self, shard: Input, block: Block, out: memoryview) -> list[int]:
+        """Read an uncompressed block of a local file into ``out``; the CRC-32C values of
+        its chunks (none when the reader does not verify).
+
+        The block is read in pieces of about _HOT_PIECE bytes (or one chunk), each
+        checksummed right after it is read, while its bytes are still in the
+        cache of the core that read them: checksumming them once they have gone
+        back to memory costs almost twice as much (16 MiB on the benchmark
+        machine: 1.2 ms more than the read, against 2.1 ms). This thread and
+        worker threads take the pieces in turn, so a worker the system does not
+        run soon costs at most a piece of waiting, never half the block.
+        """
+        step = max(1, _HOT_PIECE // block.raw_chunk_size) if block.chunk_count else 1
+        pieces = [range(first, min(first + step, block.chunk_count))
+                  for first in range(0, block.chunk_count, step)]
+        crcs: list[list[int]] = [[] for _ in pieces]
+
+        def read(at: int) -> None:
+            crcs[at] = self._read_group(shard, block, out, pieces[at])
+
+        self._threads().share(in_turn(len(pieces), read), len(pieces) - 1)
+        return [crc for piece in crcs for crc in piece]
+
     def _read_group(self, shard: Input, block: Block, out: memoryview,
                     chunks: range) -> list[int]:
-        start, end = block.raw_range(chunks[0])[0], block.raw_range(chunks[-1])[1]
-        shard.read_into(out[start:end], block.offset + start)
-        return self._crcs(block, out, chunks) if self.verify else []
+        """Read ``chunks`` of an uncompressed block into ``out``; their CRC-32C values,
+        or none when the reader does not verify. A local file is read in pieces of
+        _HOT_PIECE bytes (or one chunk), each checksummed while in cache; an object
+        with one ranged GET."""
+        step = max(1, _HOT_PIECE // block.raw_chunk_size) if shard.mappable else len(chunks)
+        crcs: list[int] = []
+        for first in range(chunks.start, chunks.stop, step):
+            piece = range(first, min(first + step, chunks.stop))
+            start, end = block.raw_range(piece[0])[0], block.raw_range(piece[-1])[1]
+            shard.read_into(out[start:end], block.offset + start)
+            if self.verify:
+                crcs += self._crcs(block, out, piece)
+        return crcs
 
     def _read_chunks(self, info: TensorInfo, block: Block, chunks: list[int],
                      out: memoryview) -> None:

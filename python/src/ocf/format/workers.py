@@ -12,6 +12,8 @@ a memory error in one reaches the caller as an exception [R-ERR-003].
 from __future__ import annotations
 
 import _thread
+import itertools
+import os
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -20,6 +22,8 @@ from typing import Any, TypeVar
 
 # A worker with nothing to do for this long ends; the next job starts another.
 _IDLE_SECONDS = 5.0
+
+_CORES = os.cpu_count() or 1
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -42,6 +46,32 @@ class _Job:
             self.future.set_exception(exc)
         else:
             self.future.set_result(result)
+
+
+def _idle_cores() -> int:
+    """About how many cores nothing else runs on (by the 1-minute load average)."""
+    load = getattr(os, "getloadavg", None)  # not on Windows
+    try:
+        return _CORES if load is None else max(0, int(_CORES - load()[0]))
+    except OSError:  # no load average to be had: assume the cores are free
+        return _CORES
+
+
+def in_turn(count: int, action: Callable[[int], None]) -> Callable[[], None]:
+    """Work for several threads (:meth:`Workers.share`): ``action(i)`` for every i
+    below ``count``, each run once, by whichever thread takes it next."""
+    taken = itertools.count()
+    lock = threading.Lock()  # next() on a shared iterator is atomic only under the GIL
+
+    def work() -> None:
+        while True:
+            with lock:
+                at = next(taken)
+            if at >= count:
+                return
+            action(at)
+
+    return work
 
 
 class Workers:
@@ -85,6 +115,32 @@ class Workers:
             for future in futures:  # what has not started yet never will
                 future.cancel()
             raise
+
+    def share(self, work: Callable[[], None], most: int) -> None:
+        """Run ``work`` on this thread and on up to ``most`` workers at once; return
+        once every run has ended, raising the first error.
+
+        ``work`` takes pieces of a shared task in turn until none is left, so a
+        worker the system does not run soon leaves the pieces it has not taken
+        to the others. Workers join only for cores that are idle: with the
+        caller they fill the cores, and on a machine whose cores are all busy
+        (load average at or above their number) the caller works alone, since
+        waiting for a worker the system preempted in the middle of a piece
+        costs more than the piece.
+        """
+        helpers = [self.submit(work) for _ in range(min(self._count - 1, most, _idle_cores()))]
+        errors: list[BaseException] = []
+        try:
+            work()
+        except BaseException as exc:  # raised once every helper has ended
+            errors.append(exc)
+        for helper in helpers:
+            try:
+                self.wait(helper)
+            except BaseException as exc:
+                errors.append(exc)
+        if errors:
+            raise errors[0]
 
     def shutdown(self) -> None:
         """Cancel queued jobs, wait for running ones, and let the workers end."""

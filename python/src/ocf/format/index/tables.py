@@ -47,6 +47,10 @@ _PLAIN = int(Codec.NONE.value)
 _ITEMSIZE = np.full(max(dtypes.BY_CODE) + 1, -1, dtype=np.int64)
 for _row in dtypes.TABLE:
     _ITEMSIZE[_row.code] = _row.itemsize
+# Whether each code up to the largest defined one is defined: dtypes and codecs.
+_DTYPE_DEFINED = _ITEMSIZE >= 0
+_CODEC_DEFINED = np.zeros(max(_CODECS) + 1, dtype=bool)
+_CODEC_DEFINED[list(_CODECS)] = True
 
 
 # The NumPy dtype of each dtype code: NumPy's own now, ml_dtypes' once a checkpoint holds
@@ -64,6 +68,16 @@ def _numpy_dtypes(codes: np.ndarray) -> list[np.dtype[np.generic]]:
         if _NUMPY_BY_CODE[code] is None:
             _NUMPY_BY_CODE[code] = dtypes.BY_CODE[code].numpy
     return _NUMPY_BY_CODE[codes].tolist()  # type: ignore[no-any-return]
+
+
+def _defined(codes: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """Whether each of ``codes`` (any int64, from the file) is defined by ``table``.
+
+    Not np.isin: it sorts, and took a tenth of opening a checkpoint of 64 tensors.
+    """
+    defined = (codes >= 0) & (codes < len(table))
+    defined[defined] = table[codes[defined]]
+    return defined
 
 
 def _u64(values: object) -> np.ndarray:
@@ -128,9 +142,8 @@ class Tables(Mapping[str, TensorInfo]):
     def _fail_first(self, bad: np.ndarray, cls: type[InvalidError] | type[LimitExceededError],
                     message: str, requirement: str, *, by_block: bool = True) -> None:
         """Fail naming the first tensor where ``bad`` (per block or per tensor) is true."""
-        hits = np.flatnonzero(bad)
-        if hits.size:
-            first = int(hits[0])
+        if bad.any():  # the common case, and cheaper than flatnonzero
+            first = int(np.flatnonzero(bad)[0])
             self._fail(cls, message, requirement,
                        int(self._block_tensor[first]) if by_block else first)
 
@@ -179,11 +192,8 @@ class Tables(Mapping[str, TensorInfo]):
                 seen.add(key)
 
     def _check_shapes(self) -> None:
-        codes = self._dtypes
-        defined = (codes >= 0) & (codes < len(_ITEMSIZE))
-        defined[defined] = _ITEMSIZE[codes[defined]] >= 0
-        self._fail_first(~defined, InvalidError, "dtype value is not defined", "R-TENSOR-002",
-                         by_block=False)
+        self._fail_first(~_defined(self._dtypes, _DTYPE_DEFINED), InvalidError,
+                         "dtype value is not defined", "R-TENSOR-002", by_block=False)
         self._fail_first(self._ranks > MAX_RANK, LimitExceededError,
                          f"rank is above the limit of {MAX_RANK}", "R-TENSOR-003",
                          by_block=False)
@@ -305,8 +315,8 @@ class Tables(Mapping[str, TensorInfo]):
                          "R-TENSOR-005")
         self._fail_first(strings & (raw // _U64(8) < counts), InvalidError,
                          "raw length cannot hold the string length table", "R-DTYPE-003")
-        known = np.isin(self._codecs, list(_CODECS))
-        self._fail_first(~known, InvalidError, "codec value is not defined", "R-CHUNK-003")
+        self._fail_first(~_defined(self._codecs, _CODEC_DEFINED), InvalidError,
+                         "codec value is not defined", "R-CHUNK-003")
         plain = self._codecs == Codec.NONE.value
         self._fail_first(plain & (self._shuffles | (stored != raw)), InvalidError,
                          "uncompressed data must have stored length equal to raw length and no "
