@@ -34,6 +34,7 @@ from ocf.format.container import INDEX_FILE_NAME, PREAMBLE, PREAMBLE_SIZE, check
 from ocf.format.errors import InvalidError, LimitExceededError, MalformedError, NotFoundError
 from ocf.format.storage.directory_lock import DirectoryLock, lock_directory
 from ocf.format.storage.location import Location
+from ocf.format.storage.writeback import start_writeback
 
 # Writes smaller than this are gathered in memory, and written together
 # once the gathered bytes reach it, so that many small tensors do not cost
@@ -42,7 +43,6 @@ _SMALL_WRITE = 1 << 20
 _ZEROS = bytes(64)
 # Writeback to disk is started every this many bytes (see _start_writeback).
 _WRITEBACK_STEP = 64 << 20
-_FADVISE = getattr(os, "posix_fadvise", None)
 # Most buffers one os.writev takes (Linux's IOV_MAX; POSIX guarantees at least 16).
 _IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if hasattr(os, "sysconf") else 16
 # Uncompressed blocks are read in groups of chunks of about this many bytes.
@@ -208,15 +208,11 @@ class LocalOutput:
             self._start_writeback()
 
     def _start_writeback(self) -> None:
-        """Have the kernel start writing what we wrote so far to disk, without waiting.
-
-        On Linux, POSIX_FADV_DONTNEED starts writeback of dirty pages and keeps
-        them cached (only clean pages are dropped). Disk writes then overlap
-        with the rest of the save instead of all waiting for the final fsync.
-        """
-        if _FADVISE is not None:
-            _FADVISE(self._file.fileno(), self._writeback_mark,
-                     self._in_file - self._writeback_mark, os.POSIX_FADV_DONTNEED)
+        """Have the kernel start writing what we wrote so far to disk, without waiting
+        (:mod:`ocf.format.storage.writeback`): disk writes then overlap with the rest
+        of the save instead of all waiting for the final fsync."""
+        start_writeback(self._file.fileno(), self._writeback_mark,
+                        self._in_file - self._writeback_mark)
         self._writeback_mark = self._in_file
 
     def close_durably(self) -> None:
