@@ -158,7 +158,9 @@ def test_read_into_with_too_little_memory_even_for_a_chunk_is_out_of_memory(
     outcome = _run(f"""
         reader = ocf.Reader(sys.argv[1])
         out = np.empty({TENSOR_BYTES // 4}, dtype=np.uint32)
-        cap(1 << 20)  # no room for a worker thread's stack, nor for a decoded chunk
+        # 256 KiB: no room for a worker thread's stack, nor for a decoded chunk of 1 MiB
+        # (with 1 MiB, malloc could serve the chunk from heap memory freed earlier)
+        cap(1 << 18)
         report(lambda: reader.read_into("big", out))
     """, str(big_shuffled_checkpoint))
     assert outcome["error"] == "OutOfMemoryError", outcome
