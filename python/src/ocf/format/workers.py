@@ -128,7 +128,10 @@ class Workers:
         waiting for a worker the system preempted in the middle of a piece
         costs more than the piece.
         """
-        helpers = [self.submit(work) for _ in range(min(self._count - 1, most, _idle_cores()))]
+        wanted = min(self._count - 1, most)
+        if wanted > 0:  # a one-piece task (most small reads) asks nothing of the system
+            wanted = min(wanted, _idle_cores())
+        helpers = [self.submit(work) for _ in range(wanted)]
         errors: list[BaseException] = []
         try:
             work()
