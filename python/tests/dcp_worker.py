@@ -19,16 +19,14 @@ taking its equal share of rows, so any world size sees the same data order.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import gloo_rank  # tests/, the script's own folder
 import numpy as np
 import torch
-import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.planner import SavePlan, SavePlanner
 from torch.distributed.checkpoint.state_dict import (
@@ -134,15 +132,11 @@ def resume(job: dict[str, Any], rank: int, world: int) -> None:
 
 def main() -> None:
     job = json.loads(sys.argv[1])
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     torch.use_deterministic_algorithms(True)
-    dist.init_process_group("gloo", init_method=os.environ["OCF_TEST_INIT"], rank=rank,
-                            world_size=world, timeout=timedelta(seconds=60))
-    try:
-        {"train": train, "resume": resume}[job["mode"]](job, rank, world)
-        Path(f"{rank}.json").exists() or Path(f"{rank}.json").write_text("{}")
-    finally:
-        dist.destroy_process_group()
+    rank, world = gloo_rank.join()
+    {"train": train, "resume": resume}[job["mode"]](job, rank, world)
+    Path(f"{rank}.json").exists() or Path(f"{rank}.json").write_text("{}")
+    gloo_rank.leave()
 
 
 if __name__ == "__main__":

@@ -14,14 +14,12 @@ OCF_TEST_INIT in the environment (tests/ranks.py).
 from __future__ import annotations
 
 import json
-import os
 import sys
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import gloo_rank  # tests/, the script's own folder
 import torch
-import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import Placement, Replicate, Shard, distribute_tensor
 
@@ -70,14 +68,10 @@ def load(job: dict[str, Any], rank: int, world: int) -> dict[str, Any]:
 
 def main() -> None:
     job = json.loads(sys.argv[1])
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    dist.init_process_group("gloo", init_method=os.environ["OCF_TEST_INIT"], rank=rank,
-                            world_size=world, timeout=timedelta(seconds=60))
-    try:
-        result = {"save": save, "load": load}[job["mode"]](job, rank, world)
-        (Path(job["out"]) / f"{rank}.json").write_text(json.dumps(result))
-    finally:
-        dist.destroy_process_group()
+    rank, world = gloo_rank.join()
+    result = {"save": save, "load": load}[job["mode"]](job, rank, world)
+    (Path(job["out"]) / f"{rank}.json").write_text(json.dumps(result))
+    gloo_rank.leave()
 
 
 if __name__ == "__main__":
