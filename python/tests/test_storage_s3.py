@@ -449,3 +449,37 @@ def test_writer_alive_at_interpreter_exit_leaves_the_committed_object(
     assert _pending_uploads(s3_server, s3_bucket) == []
     with ocf.open(url, storage_options=opts) as reader:
         assert reader.metadata == {"version": "old"}
+
+
+# -- multipart uploads with several parts in flight ----------------------------
+
+
+def test_part_sizes_follow_s3s_rules_and_reach_800_gib() -> None:
+    from ocf.format.storage.multipart import part_size
+
+    sizes = [part_size(n) for n in range(1, 10_001)]  # S3 takes 10,000 parts at most
+    assert all(5 << 20 <= size <= 5 << 30 for size in sizes)
+    assert sizes == sorted(sizes)
+    assert sum(sizes) >= 800 << 30
+
+
+def test_an_upload_whose_parts_fail_raises_and_publishes_nothing(
+        s3_server: S3Server, s3_bucket: str) -> None:
+    url = f"{s3_bucket}/model.ocf"
+    opts = s3_server.storage_options
+    ocf.save_file(_values(1), url, metadata={"version": "old"}, storage_options=opts)
+    before = s3_server.fs.cat_file(url)
+    bucket = s3_bucket.removeprefix("s3://")
+
+    writer = ocf.Writer(url, storage_options=opts)
+    writer.write("first", np.arange(6 << 20, dtype=np.uint32))  # 24 MiB: a part goes up
+    for upload in _pending_uploads(s3_server, s3_bucket):  # the store loses the upload
+        s3_server.fs.call_s3("abort_multipart_upload", Bucket=bucket, Key=upload["Key"],
+                             UploadId=upload["UploadId"])
+    with pytest.raises(Exception):  # noqa: B017 - whatever the store says, the save fails
+        writer.write("second", np.arange(10 << 20, dtype=np.uint32))
+        writer.commit()
+    writer.abort()
+
+    assert s3_server.fs.cat_file(url) == before
+    assert _pending_uploads(s3_server, s3_bucket) == []

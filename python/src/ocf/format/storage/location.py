@@ -141,6 +141,11 @@ def object_kind(path: ObjectPath) -> str | None:
     return kind if kind in ("file", "directory") else None
 
 
+def is_s3(fs: Any) -> bool:
+    """Whether ``fs`` is an s3fs filesystem, whose requests OCF makes itself."""
+    return callable(getattr(fs, "call_s3", None)) and callable(getattr(fs, "split_path", None))
+
+
 def head_object(path: ObjectPath) -> int | None:
     """The size of the object named exactly ``path``, None if there is none.
 
@@ -151,7 +156,7 @@ def head_object(path: ObjectPath) -> int | None:
     since); whatever is not an object there counts as none.
     """
     fs = path.fs
-    if callable(getattr(fs, "call_s3", None)) and callable(getattr(fs, "split_path", None)):
+    if is_s3(fs):
         bucket, key, version_id = fs.split_path(path.key)
         version = {"VersionId": version_id} if version_id else {}
         try:

@@ -8,13 +8,10 @@ Until then nothing exists under that name; a crash leaves at most an
 unfinished multipart upload, which no reader sees (and which a bucket
 lifecycle rule reclaims).
 
-Only :meth:`ObjectOutput.close_durably` completes an upload. fsspec's
-buffered files complete theirs when closed, and close themselves when
-garbage-collected: a writer dropped mid-write (an exception outside a
-``with``, interpreter shutdown) would then publish a truncated object over
-the committed one. So files are opened with ``autocommit=False``, which
-makes closing upload the last part without completing, and a finalizer
-aborts whatever upload an output leaves unfinished.
+Only :meth:`ObjectOutput.close_durably` completes an upload; an upload left
+unfinished (an error, a writer dropped mid-write, interpreter shutdown) is
+aborted by a finalizer, so it never publishes a truncated object over the
+committed one.
 """
 
 from __future__ import annotations
@@ -22,16 +19,26 @@ from __future__ import annotations
 import contextlib
 import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from ocf.format.container import INDEX_FILE_NAME, PREAMBLE, PREAMBLE_SIZE, padding
-from ocf.format.storage.location import ObjectPath, object_kind
+from ocf.format.storage.location import ObjectPath, is_s3, object_kind
+from ocf.format.storage.multipart import MultipartUpload
 
-# Upload part size: the bytes of an object held in memory before they are
-# sent. S3 takes parts of 5 MiB to 5 GiB and at most 10,000 per object, so
-# objects up to 312 GiB.
+# Upload part size of filesystems other than S3: the bytes of an object held
+# in memory before they are sent.
 PART_SIZE = 32 << 20
 _ZEROS = bytes(64)
+
+
+class Upload(Protocol):
+    """An object being uploaded: invisible until :meth:`complete` returns."""
+
+    def write(self, data: memoryview) -> None: ...
+
+    def complete(self) -> None: ...
+
+    def abort(self) -> None: ...
 
 
 class ObjectOutput:
@@ -40,29 +47,29 @@ class ObjectOutput:
     The interface of the writer's local output file; the object appears
     under its name only in :meth:`close_durably`. An output dropped without
     it (or :meth:`discard`) aborts its upload when collected, or at exit.
+    On S3 the parts of the object are sent several at a time
+    (:mod:`ocf.format.storage.multipart`); elsewhere through fsspec's file.
     """
 
     def __init__(self, path: ObjectPath, part_size: int = PART_SIZE) -> None:
         self.path = path
         self.final = path  # uploaded under its final name: no rename
-        self._file: Any = _open_uncommitted(path, part_size)
-        # Holds the file, so that the file is never collected (and closed) before
-        # this output: its abort then always runs first [R-COMMIT-004].
-        self._abandon = weakref.finalize(self, _abort_upload, self._file)
-        self._file.write(PREAMBLE)
+        self._upload: Upload = MultipartUpload(path.fs, path.key) if is_s3(path.fs) \
+            else FsspecUpload(path, part_size)
+        self._upload.write(memoryview(PREAMBLE))
         self.position = PREAMBLE_SIZE
 
     def align(self) -> None:
         pad = padding(self.position)
         if pad:
-            self._file.write(_ZEROS[:pad])
+            self._upload.write(memoryview(_ZEROS)[:pad])
             self.position += pad
 
     def write(self, data: memoryview | bytes) -> None:
         view = memoryview(data)
         if view.format != "B" or view.ndim != 1:
             view = view.cast("B")
-        self._file.write(view)
+        self._upload.write(view)
         self.position += view.nbytes
 
     def write_many(self, buffers: Sequence[memoryview]) -> None:
@@ -75,15 +82,42 @@ class ObjectOutput:
 
     def close_durably(self) -> None:
         """Complete the upload: from now on the object exists, whole and durable."""
-        self._file.close()  # uploads the last part; autocommit=False: completes nothing
-        self._file.commit()  # the commit point of this object [R-COMMIT-005]
-        self._abandon.detach()
+        self._upload.complete()  # the commit point of this object [R-COMMIT-005]
 
     def publish(self) -> None:
         """Nothing left to do: completing the upload in close_durably published it."""
 
     def discard(self) -> None:
         """Abandon the upload; nothing appears under the name."""
+        self._upload.abort()
+
+
+class FsspecUpload:
+    """An upload through fsspec's buffered file, completed only by :meth:`complete`.
+
+    fsspec's buffered files complete their upload when closed, and close
+    themselves when garbage-collected: a writer dropped mid-write (an
+    exception outside a ``with``, interpreter shutdown) would then publish a
+    truncated object over the committed one. So the file is opened with
+    ``autocommit=False``, which makes closing upload the last part without
+    completing, and a finalizer aborts the upload if it is left unfinished.
+    """
+
+    def __init__(self, path: ObjectPath, part_size: int) -> None:
+        self._file: Any = _open_uncommitted(path, part_size)
+        # Holds the file, so that the file is never collected (and closed) before
+        # this upload: its abort then always runs first [R-COMMIT-004].
+        self._abandon = weakref.finalize(self, _abort_upload, self._file)
+
+    def write(self, data: memoryview) -> None:
+        self._file.write(data)
+
+    def complete(self) -> None:
+        self._file.close()  # uploads the last part; autocommit=False: completes nothing
+        self._file.commit()
+        self._abandon.detach()
+
+    def abort(self) -> None:
         self._abandon()
 
 
