@@ -23,7 +23,6 @@ from typing import NamedTuple, TypeVar
 import numpy as np
 
 from ocf.format.checksum import crc32c
-from ocf.format.codec import Codec, decode_zstd
 from ocf.format.container import read_index_bytes
 from ocf.format.errors import (
     IntegrityError,
@@ -208,7 +207,7 @@ class Reader(Mapping[str, TensorInfo]):
             return view
         info = self[key]
         block = info.block
-        if block is None or block.compression is not Codec.NONE or info.dtype.is_bytes \
+        if block is None or not block.compression.stores_raw or info.dtype.is_bytes \
                 or not self._shards[block.shard].mappable:
             return self.read_tensor(key)
         with self._memory_for(info):  # mapping a shard takes address space too
@@ -312,7 +311,7 @@ class Reader(Mapping[str, TensorInfo]):
         for key in others:
             info = self[key]
             block = info.block
-            if block is None or block.compression is not Codec.NONE or \
+            if block is None or not block.compression.stores_raw or \
                     info.dtype.is_bytes:
                 result[key] = self.read_tensor(key)
                 continue
@@ -373,7 +372,7 @@ class Reader(Mapping[str, TensorInfo]):
             return
         for block in info.blocks:
             shard = self._shards[block.shard]
-            if block.compression is Codec.NONE and shard.mappable:
+            if block.compression.stores_raw and shard.mappable:
                 self._verify_chunks(info, block, range(block.chunk_count), self._mapped(block))
                 continue
             for i in range(block.chunk_count):
@@ -441,7 +440,7 @@ class Reader(Mapping[str, TensorInfo]):
 
     def _read_block(self, info: TensorInfo, block: Block) -> np.ndarray:
         """All raw bytes of a block, read (not mapped) into a new buffer."""
-        if block.compression is Codec.NONE:
+        if block.compression.stores_raw:
             out = self._buffer(info, block.raw_length)
             self._fill(info, block, out)
             return out
@@ -453,7 +452,7 @@ class Reader(Mapping[str, TensorInfo]):
 
     def _fill(self, info: TensorInfo, block: Block, out: np.ndarray) -> None:
         """Read (and decode) all raw bytes of a block into ``out``, a uint8 array."""
-        if block.compression is Codec.NONE:
+        if block.compression.stores_raw:
             self._read_plain(info, block, out.data)
         else:
             self._decode_chunks(info, block, range(block.chunk_count), out)
@@ -586,7 +585,7 @@ class Reader(Mapping[str, TensorInfo]):
                 self._check_crc(info, block, i, crc32c(stored))
             a, b = block.raw_range(i)
             try:
-                decode_zstd(stored, b - a, itemsize, into=out[a:b], into_zeroed=zeroed)
+                block.compression.decode_into(stored, out[a:b], itemsize, zeroed=zeroed)
             except MalformedError as exc:
                 raise MalformedError(f"chunk {i}: {exc.detail}", path=self.path, key=info.key,
                                      requirement=exc.requirement) from None
@@ -607,10 +606,10 @@ class Reader(Mapping[str, TensorInfo]):
             return self._materialize(info, self._read_block(info, block), shape, window)
         chunks = chunks_touching(shape, info.dtype.itemsize, block.raw_chunk_size,
                                  block.chunk_count, box)
-        if block.compression is Codec.NONE and mapped and self._shards[block.shard].mappable:
+        if block.compression.stores_raw and mapped and self._shards[block.shard].mappable:
             raw = self._mapped(block)
             self._verify_chunks(info, block, iter(chunks.tolist()), raw)
-        elif block.compression is Codec.NONE:  # an object: fetch only those chunks
+        elif block.compression.stores_raw:  # an object: fetch only those chunks
             raw = self._buffer(info, block.raw_length, zeroed=True)
             self._read_chunks(info, block, chunks.tolist(), raw.data)
         else:

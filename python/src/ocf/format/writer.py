@@ -24,7 +24,8 @@ import numpy as np
 from ocf._version import __version__
 from ocf.format import dtypes
 from ocf.format.checksum import crc32c
-from ocf.format.codec import ChunkEncoder, Codec
+from ocf.format.codecs.base import Codec
+from ocf.format.codecs.registry import codec_named
 from ocf.format.commit import (
     leftover_names,
     new_write_id,
@@ -152,10 +153,10 @@ class Writer:
         self.target: Location = locate(path, storage_options)
         self._storage = backend_of(self.target)
         self.layout = layout
-        self.compression = Codec.parse(compression)
-        self._plain = self.compression is Codec.NONE  # tested once per tensor
+        self.compression = codec_named(compression)
+        self._plain = self.compression.stores_raw  # tested once per tensor
         self.level = compression_level
-        self.byte_shuffle = byte_shuffle and self.compression is Codec.ZSTD
+        self.byte_shuffle = byte_shuffle and not self.compression.stores_raw
         if chunk_size % 64 or not MIN_CHUNK_SIZE <= chunk_size <= MAX_CHUNK_SIZE:
             raise InvalidError(f"chunk_size {chunk_size} must be a multiple of 64 in "
                                f"[{MIN_CHUNK_SIZE}, {MAX_CHUNK_SIZE}]", requirement="R-CHUNK-001")
@@ -549,14 +550,13 @@ class Writer:
             (s, min(s + chunk_size, size)) for s in range(0, size, chunk_size)]
         if not size:
             return Block(shard, offset, 0, 0, self.compression, False, 0, [], [])
-        if self.compression is Codec.NONE:
+        if self._plain:
             crcs = self._write_plain(output, raw, ranges)
             return Block(shard, offset, size, size, self.compression, False, chunk_size,
                          crcs, [])
         shuffle = self.byte_shuffle and dtype.itemsize > 1
-        encoder = ChunkEncoder(self.compression, self.level, dtype.itemsize if shuffle else 1)
         crcs, starts = [], [offset]
-        for stored, crc in self._encoded(encoder, raw, ranges):
+        for stored, crc in self._encoded(raw, ranges, dtype.itemsize if shuffle else 1):
             crcs.append(crc)
             starts.append(starts[-1] + len(stored))
             output.write(stored)
@@ -578,14 +578,15 @@ class Writer:
         return pending.result()
 
     def _encoded(
-        self, encoder: ChunkEncoder, raw: memoryview, ranges: list[tuple[int, int]]
+        self, raw: memoryview, ranges: list[tuple[int, int]], itemsize: int
     ) -> Iterator[tuple[memoryview | bytes, int]]:
         """Encoded chunks and their CRC-32C in order, at most a few in flight so memory
         stays bounded. Each is encoded and checksummed on a worker thread, leaving this
         one only the writes."""
         window: deque[Future[tuple[memoryview | bytes, int]]] = deque()
         for a, b in ranges:
-            window.append(self._pool.submit(_encode_chunk, encoder, raw[a:b]))
+            window.append(self._pool.submit(_encode_chunk, self.compression, self.level,
+                                            itemsize, raw[a:b]))
             if len(window) > 2 * self._threads:
                 yield window.popleft().result()
         while window:
@@ -696,8 +697,9 @@ class Writer:
         self._files.clear()
 
 
-def _encode_chunk(encoder: ChunkEncoder, raw: memoryview) -> tuple[memoryview | bytes, int]:
-    stored = encoder.encode(raw)
+def _encode_chunk(codec: Codec, level: int, itemsize: int, raw: memoryview
+                  ) -> tuple[memoryview | bytes, int]:
+    stored = codec.encode(raw, level, itemsize)
     return stored, crc32c(stored)
 
 

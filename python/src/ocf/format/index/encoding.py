@@ -18,7 +18,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from ocf.format.codec import Codec
+from ocf.format.codecs.none import NONE
 from ocf.format.index.model import Block
 from ocf.v1 import index_pb2
 
@@ -91,7 +91,7 @@ class TableBuilder:
         self._shuffles.append(block.byte_shuffle)
         self._chunk_sizes.append(block.chunk_size)
         self._crcs.add(block.chunk_crcs)
-        # zstd blocks: where each chunk starts, then the block's end; none: no starts.
+        # Compressed blocks: where each chunk starts, then the block's end; raw ones: none.
         self._stored_chunk_lengths.add([end - start for start, end
                                         in pairwise(block.chunk_starts)])
         self._starts.add(box[0] if box is not None else ())
@@ -109,7 +109,7 @@ class TableBuilder:
         self._offsets.extend(offsets)
         self._stored_lengths.extend(sizes)
         self._raw_lengths.extend(sizes)
-        self._codecs.extend([Codec.NONE.value] * count)
+        self._codecs.extend([NONE.value] * count)
         self._shuffles.extend([False] * count)
         self._chunk_sizes.extend([0] * count)
         self._crcs.add_each(crcs, 1, count)
