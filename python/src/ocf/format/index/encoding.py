@@ -20,6 +20,7 @@ import numpy as np
 
 from ocf.format.codecs.none import NONE
 from ocf.format.index.model import Block
+from ocf.format.slicing import Box
 from ocf.v1 import index_pb2
 
 _Item = TypeVar("_Item", int, bool)
@@ -99,10 +100,10 @@ class TableBuilder:
 
     def add_plain_blocks(self, rows: Sequence[int], shard: int, offsets: Sequence[int],
                          sizes: Sequence[int], crcs: Sequence[int],
-                         boxes: tuple[Sequence[int], Sequence[int], int] | None = None) -> None:
+                         boxes: Sequence[Box | None]) -> None:
         """Add uncompressed blocks of one chunk each (a checksum each), all in ``shard``:
-        the many small tensors of a batch. ``boxes``, for slices, holds their starts
-        and extents flattened and the rank of each."""
+        the many small tensors of a batch; ``boxes`` holds the (start, extent) of each
+        block that is a slice, None for a tensor stored whole."""
         count = len(rows)
         self._owners.extend(rows)
         self._shards.extend([shard] * count)
@@ -114,9 +115,13 @@ class TableBuilder:
         self._chunk_sizes.extend([0] * count)
         self._crcs.add_each(crcs, 1, count)
         self._stored_chunk_lengths.add_each((), 0, count)
-        rank = boxes[2] if boxes is not None else 0
-        self._starts.add_each(boxes[0] if boxes is not None else (), rank, count)
-        self._extents.add_each(boxes[1] if boxes is not None else (), rank, count)
+        if not any(boxes):  # tensors stored whole, the common batch
+            self._starts.add_each((), 0, count)
+            self._extents.add_each((), 0, count)
+            return
+        for box in boxes:
+            self._starts.add(box[0] if box is not None else ())
+            self._extents.add(box[1] if box is not None else ())
 
     def fill(self, index: index_pb2.Index) -> None:
         """Append the gathered tensors and blocks to the tables of ``index``."""
