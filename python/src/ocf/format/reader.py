@@ -29,6 +29,7 @@ from ocf.format.errors import (
 )
 from ocf.format.index.decoding import Index, decode_index
 from ocf.format.index.model import Block, Slice, TensorInfo
+from ocf.format.index.tables import SmallPlain
 from ocf.format.memory import allocate, needing
 from ocf.format.metadata import MetadataValue
 from ocf.format.object_graph import ObjectGraph, decode_graph
@@ -249,10 +250,18 @@ class Reader(Mapping[str, TensorInfo]):
         if missing:
             raise NotFoundError("no tensor with this key", path=self.path, key=missing[0])
         small, others = self.index.tensors.split_small_plain(wanted, _BATCH_MAX)
+        result = self._read_overlapping(others)
+        for first, last in runs(small):
+            self._read_run(small, first, last, result)
+        return {key: result[key] for key in wanted}
+
+    def _read_overlapping(self, keys: list[str]) -> dict[str, np.ndarray]:
+        """New arrays for ``keys``: the uncompressed ones read in groups of chunks whose
+        reads all overlap, the others one by one."""
         result: dict[str, np.ndarray] = {}
         reads: list[GroupRead] = []
         buffers: list[tuple[TensorInfo, np.ndarray]] = []
-        for key in others:
+        for key in keys:
             info = self[key]
             block = info.block
             if block is None or not block.compression.stores_raw or info.dtype.is_bytes:
@@ -264,15 +273,19 @@ class Reader(Mapping[str, TensorInfo]):
         self._blocks.finish_reads(reads)
         for info, out in buffers:
             result[info.key] = self._materialize(info, out, info.shape)
-        keys_, numpy_dtypes, shapes = small.keys, small.dtypes, small.shapes
-        for first, last in runs(small):
-            for i, buffer, at in self._blocks.read_run(small, first, last, self.__getitem__):
-                if numpy_dtypes[i].kind == "b":  # bool bytes must be checked
-                    raw = buffer[at : at + small.raw_lengths[i]]
-                    result[keys_[i]] = self._materialize(self[keys_[i]], raw, shapes[i])
-                else:  # np.ndarray() costs far less than NumPy slicing
-                    result[keys_[i]] = np.ndarray(shapes[i], numpy_dtypes[i], buffer, at)
-        return {key: result[key] for key in wanted}
+        return result
+
+    def _read_run(self, small: SmallPlain, first: int, last: int,
+                  result: dict[str, np.ndarray]) -> None:
+        """Tensors ``first`` to ``last`` of ``small``, read with one system call, into
+        ``result``: views of one buffer."""
+        keys, numpy_dtypes, shapes = small.keys, small.dtypes, small.shapes
+        for i, buffer, at in self._blocks.read_run(small, first, last, self.__getitem__):
+            if numpy_dtypes[i].kind == "b":  # bool bytes must be checked
+                raw = buffer[at : at + small.raw_lengths[i]]
+                result[keys[i]] = self._materialize(self[keys[i]], raw, shapes[i])
+            else:  # np.ndarray() costs far less than NumPy slicing, per tensor of thousands
+                result[keys[i]] = np.ndarray(shapes[i], numpy_dtypes[i], buffer, at)
 
     def get_slice(self, key: str, index: object, *, mapped: bool = True) -> np.ndarray:
         """``tensor[index]`` for basic NumPy indices, reading only the chunks it needs.

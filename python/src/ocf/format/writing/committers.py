@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import sys
+from abc import ABC, abstractmethod
 
 from ocf.format.checksum import crc32c
 from ocf.format.commit import leftover_names, shard_file_name, temp_names_of
@@ -22,7 +23,7 @@ from ocf.format.storage.location import Location
 from ocf.v1 import index_pb2
 
 
-class Committer:
+class Committer(ABC):
     """The files of one write to ``target``, and what the layouts share."""
 
     #: The bytes a shard may reach before the next block goes to a new one.
@@ -42,9 +43,10 @@ class Committer:
         """The file that takes the next block, of ``size`` bytes."""
         return self._outputs[-1]
 
+    @abstractmethod
     def commit(self, index: index_pb2.Index, name: str) -> None:
-        """Write ``index`` and publish the checkpoint (its index under ``name``)."""
-        raise NotImplementedError
+        """Write ``index`` and publish the checkpoint (its index under ``name``, in the
+        directory layout)."""
 
     def abort(self) -> None:
         """Drop everything written so far; the target is left as it was."""
