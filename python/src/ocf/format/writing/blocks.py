@@ -54,8 +54,9 @@ class BlockEmitter:
         gathered = 0
         try:
             for item in items:
-                if not self._batches(item):
+                if not self._batches(item):  # after the blocks gathered before it
                     self._write_batch(batch)
+                    gathered = 0
                     self._table.add_block(item.row, self._store(item), item.box)
                     continue
                 batch.append(item)
