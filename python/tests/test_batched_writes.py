@@ -23,7 +23,8 @@ import ocf
 from ocf.distributed.parts import PartWriter
 from ocf.distributed.parts.tiling import tiles_of
 from ocf.format import dtypes
-from ocf.format.codec import Codec
+from ocf.format.codecs.none import NONE
+from ocf.format.codecs.zstd import ZSTD
 from ocf.format.errors import InvalidError, LimitExceededError, OCFError
 from ocf.format.index.encoding import TableBuilder
 from ocf.format.index.model import Block
@@ -284,7 +285,7 @@ def test_write_slices_refuses_a_key_stored_whole(tmp_path: Path) -> None:
 
 
 def _block(offset: int, crcs: list[int], starts: list[int] | None = None) -> Block:
-    codec = Codec.NONE if starts is None else Codec.ZSTD
+    codec = NONE if starts is None else ZSTD
     return Block(0, offset, 10, 20, codec, False, 0, crcs, starts or [])
 
 
@@ -305,7 +306,7 @@ def test_blocks_added_out_of_tensor_order_are_encoded_tensor_by_tensor() -> None
     blocks = index.blocks
     assert list(blocks.offsets) == [64, 192, 128]  # a's two slices, then b
     assert list(blocks.shards) == [0, 0, 2]
-    assert list(blocks.codecs) == [Codec.ZSTD.value, Codec.NONE.value, Codec.NONE.value]
+    assert list(blocks.codecs) == [ZSTD.value, NONE.value, NONE.value]
     assert list(blocks.chunk_crcs) == [1, 2, 4, 5, 6, 3]
     assert list(blocks.chunk_stored_lengths) == [6, 4]
     assert list(blocks.slice_starts) == [0, 0, 2, 0]

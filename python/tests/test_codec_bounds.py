@@ -18,13 +18,13 @@ from collections.abc import Callable
 import pytest
 import zstandard
 
-from ocf.format.codec import decode_zstd
+from ocf.format.codecs.zstd import ZSTD
 from ocf.format.errors import MalformedError
 
 _CAPPED_CHILD = textwrap.dedent("""
     import resource, sys, zstandard
     import ocf
-    from ocf.format.codec import decode_zstd
+    from ocf.format.codecs.zstd import ZSTD
     bomb = zstandard.ZstdCompressor(write_content_size=False).compress(b"\\0" * (1 << 30))
     with open("/proc/self/statm") as f:
         pages = int(f.read().split()[0])
@@ -32,7 +32,7 @@ _CAPPED_CHILD = textwrap.dedent("""
     limit = pages * resource.getpagesize() + (256 << 20)
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     try:
-        decode_zstd(bomb, 4096, 1)
+        ZSTD.decode(bomb, 4096, 1)
     except ocf.MalformedError as exc:
         print("MALFORMED", exc)
         sys.exit(0)
@@ -61,7 +61,7 @@ def _frame(data: bytes, *, content_size: bool = False, checksum: bool = False) -
 def test_one_exact_frame_decodes(content_size: bool, checksum: bool) -> None:
     data = os.urandom(50_000) + b"a" * 200_000
     frame = _frame(data, content_size=content_size, checksum=checksum)
-    assert bytes(decode_zstd(frame, len(data), 1)) == data
+    assert bytes(ZSTD.decode(frame, len(data), 1)) == data
 
 
 @pytest.mark.parametrize(("mutate", "message"), [
@@ -76,9 +76,9 @@ def test_anything_but_one_complete_frame_is_malformed(
 ) -> None:
     data = bytes(range(256)) * 400
     with pytest.raises(MalformedError, match=message):
-        decode_zstd(mutate(_frame(data)), len(data), 1)
+        ZSTD.decode(mutate(_frame(data)), len(data), 1)
 
 
 def test_frame_decoding_to_fewer_bytes_than_declared_is_malformed() -> None:
     with pytest.raises(MalformedError, match="decodes to 100 bytes"):
-        decode_zstd(_frame(b"x" * 100), 4096, 1)
+        ZSTD.decode(_frame(b"x" * 100), 4096, 1)

@@ -22,7 +22,7 @@ from hypothesis.extra import numpy as hnp
 from samples import assert_bit_exact
 
 import ocf
-from ocf.format.codec import decode_zstd
+from ocf.format.codecs.zstd import ZSTD
 
 _DTYPES = [np.uint8, np.int16, np.float16, ml_dtypes.bfloat16, np.float32, np.int64,
            np.float64, np.complex64, np.complex128]
@@ -141,22 +141,22 @@ def test_a_frame_whose_blocks_disagree_with_its_content_size_is_malformed(
     assert zstandard.frame_content_size(lying) == len(data) + declared_change
     into = np.full(len(data) + declared_change, 7, np.uint8)
     with pytest.raises(ocf.MalformedError, match="R-CODEC-001"):
-        decode_zstd(lying, len(data) + declared_change, 4 if shuffled else 1, into=into)
+        ZSTD.decode_into(lying, into, 4 if shuffled else 1)
 
 
 @pytest.mark.parametrize("itemsize", [1, 2, 8])
 def test_an_empty_frame_decodes_to_an_empty_chunk(itemsize: int) -> None:
     frame = zstandard.ZstdCompressor(write_content_size=True).compress(b"")
-    assert len(decode_zstd(frame, 0, itemsize)) == 0
+    assert len(ZSTD.decode(frame, 0, itemsize)) == 0
     with pytest.raises(ocf.MalformedError, match="declares 0 bytes"):
-        decode_zstd(frame, 64, itemsize)
+        ZSTD.decode(frame, 64, itemsize)
 
 
 def test_decoding_without_a_destination_returns_the_unshuffled_bytes() -> None:
     raw = np.arange(4096, dtype=np.uint32).view(np.uint8)
     shuffled = raw.reshape(-1, 4).T.copy().reshape(-1)  # byte j of each element together
     frame = zstandard.ZstdCompressor(write_content_size=True).compress(shuffled.tobytes())
-    decoded = decode_zstd(frame, len(raw), 4)
+    decoded = ZSTD.decode(frame, len(raw), 4)
     assert decoded.tobytes() == raw.tobytes()
     assert decoded.flags.writeable
     assert decoded.flags.owndata
@@ -176,7 +176,7 @@ def test_streams_of_zeros_reach_a_destination_that_is_not_zero_filled(into_zeroe
     assert not shuffled[: len(shuffled) // 2].any()  # the two low-byte streams
     frame = zstandard.ZstdCompressor(write_content_size=True).compress(shuffled.tobytes())
     into = np.zeros(len(raw), np.uint8) if into_zeroed else np.full(len(raw), 0xA5, np.uint8)
-    decode_zstd(frame, len(raw), 4, into=into, into_zeroed=into_zeroed)
+    ZSTD.decode_into(frame, into, 4, zeroed=into_zeroed)
     assert into.tobytes() == raw.tobytes()
 
 

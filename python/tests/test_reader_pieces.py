@@ -10,7 +10,7 @@ import pytest
 
 import ocf
 from ocf.format.errors import IntegrityError
-from ocf.format.reader import _HOT_PIECE
+from ocf.format.reading.blocks import HOT_PIECE
 
 CHUNK = 1 << 16  # 64 KiB chunks: 16 in a piece, so the corrupt one is inside a piece
 
@@ -22,7 +22,7 @@ def idle_cores(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
 
 
 def _saved(tmp_path: Path) -> tuple[Path, np.ndarray]:
-    values = np.arange(5 * _HOT_PIECE // 4 + 1000, dtype=np.float32)  # 5 pieces and a bit
+    values = np.arange(5 * HOT_PIECE // 4 + 1000, dtype=np.float32)  # 5 pieces and a bit
     path = tmp_path / "w.ocf"
     ocf.save_file({"w": values}, path, chunk_size=CHUNK)
     return path, values
@@ -43,7 +43,7 @@ def test_a_corrupt_chunk_in_a_middle_piece_is_an_integrity_error_naming_it(
         block = reader["w"].block
         assert block is not None
         assert block.chunk_count > 60
-        bad_chunk = 3 * _HOT_PIECE // CHUNK + 5  # inside the fourth piece
+        bad_chunk = 3 * HOT_PIECE // CHUNK + 5  # inside the fourth piece
         at = block.offset + bad_chunk * CHUNK + 100
     data = bytearray(path.read_bytes())
     data[at] ^= 0xFF

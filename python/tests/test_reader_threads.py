@@ -11,6 +11,7 @@ import pytest
 
 import ocf
 from ocf.format.storage import local
+from ocf.format.workers import reader_workers
 
 # More than one read group, so that reading it uses the worker threads.
 ELEMENTS = 3 * local._READ_GROUP // 4
@@ -49,5 +50,5 @@ def test_readers_opened_one_after_another_share_their_worker_threads(tmp_path: P
     for _ in range(3):
         with ocf.open(path) as reader:
             reader.read_tensor("w")
-            pools.add(id(reader._threads()))
+            pools.add(id(reader_workers()))
     assert len(pools) == 1

@@ -38,6 +38,7 @@ import ocf.format.index.tables
 import ocf.format.metadata
 import ocf.format.object_graph
 import ocf.format.reader
+import ocf.format.reading.blocks
 import ocf.format.storage.local
 import ocf.format.writer
 from ocf.format import dtypes
@@ -120,11 +121,11 @@ def wrong_checksum() -> None:
     [R-CRC-001]: corrupted tensor bytes are returned as if they were good.
     """
 
-    def accept(self: ocf.format.reader.Reader, info: TensorInfo, block: Block, chunk: int,
-               crc: int) -> None:
+    def accept(self: ocf.format.reading.blocks.BlockReader, info: TensorInfo, block: Block,
+               chunk: int, crc: int) -> None:
         return None
 
-    ocf.format.reader.Reader._check_crc = accept  # type: ignore[method-assign]
+    ocf.format.reading.blocks.BlockReader._check_crc = accept  # type: ignore[method-assign]
 
 
 @bug("read.dtype.*", "read.codec.*")
@@ -139,7 +140,7 @@ def crc32_not_crc32c() -> None:
     def crc32(data: bytes | bytearray | memoryview, value: int = 0) -> int:
         return zlib.crc32(data, value)
 
-    _patch(ocf.format.reader, "crc32c", crc32)  # chunk checksums
+    _patch(ocf.format.reading.blocks, "crc32c", crc32)  # chunk checksums
     _patch(ocf.format.container, "crc32c", crc32)  # the index checksum (read_index_bytes)
 
 

@@ -186,3 +186,21 @@ class Workers:
                 with self._ready:
                     self._running -= 1
                     self._ready.notify_all()
+
+
+_shared: tuple[int, Workers] | None = None
+_shared_lock = threading.Lock()
+
+
+def reader_workers() -> Workers:
+    """The worker threads of every Reader of this process.
+
+    Shared, not one pool per Reader: starting threads at each open cost more
+    than reading a 16 MiB tensor. A forked child gets workers of its own
+    (the parent's threads do not exist there); idle workers end by themselves.
+    """
+    global _shared
+    with _shared_lock:
+        if _shared is None or _shared[0] != os.getpid():
+            _shared = (os.getpid(), Workers(min(4, os.cpu_count() or 1)))
+        return _shared[1]

@@ -21,7 +21,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from ocf.format.checksum import crc32c
-from ocf.format.codec import Codec
 from ocf.format.errors import IntegrityError, InvalidError
 from ocf.format.index.model import Block, TensorInfo
 from ocf.format.reader import Reader
@@ -41,7 +40,7 @@ class MappedTensors:
         info = self.reader[key]
         dtype = torch_dtype(info.dtype, key)
         block = info.block
-        if block is None or block.compression is not Codec.NONE or not self.reader.mappable \
+        if block is None or not block.compression.stores_raw or not self.reader.mappable \
                 or block.raw_length == 0 or block.offset % dtype.itemsize:
             return from_numpy(self.reader.read_tensor(key), key)
         storage = self._storage(block)

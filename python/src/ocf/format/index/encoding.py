@@ -18,8 +18,9 @@ from typing import TypeVar
 
 import numpy as np
 
-from ocf.format.codec import Codec
+from ocf.format.codecs.none import NONE
 from ocf.format.index.model import Block
+from ocf.format.slicing import Box
 from ocf.v1 import index_pb2
 
 _Item = TypeVar("_Item", int, bool)
@@ -91,7 +92,7 @@ class TableBuilder:
         self._shuffles.append(block.byte_shuffle)
         self._chunk_sizes.append(block.chunk_size)
         self._crcs.add(block.chunk_crcs)
-        # zstd blocks: where each chunk starts, then the block's end; none: no starts.
+        # Compressed blocks: where each chunk starts, then the block's end; raw ones: none.
         self._stored_chunk_lengths.add([end - start for start, end
                                         in pairwise(block.chunk_starts)])
         self._starts.add(box[0] if box is not None else ())
@@ -99,24 +100,28 @@ class TableBuilder:
 
     def add_plain_blocks(self, rows: Sequence[int], shard: int, offsets: Sequence[int],
                          sizes: Sequence[int], crcs: Sequence[int],
-                         boxes: tuple[Sequence[int], Sequence[int], int] | None = None) -> None:
+                         boxes: Sequence[Box | None]) -> None:
         """Add uncompressed blocks of one chunk each (a checksum each), all in ``shard``:
-        the many small tensors of a batch. ``boxes``, for slices, holds their starts
-        and extents flattened and the rank of each."""
+        the many small tensors of a batch; ``boxes`` holds the (start, extent) of each
+        block that is a slice, None for a tensor stored whole."""
         count = len(rows)
         self._owners.extend(rows)
         self._shards.extend([shard] * count)
         self._offsets.extend(offsets)
         self._stored_lengths.extend(sizes)
         self._raw_lengths.extend(sizes)
-        self._codecs.extend([Codec.NONE.value] * count)
+        self._codecs.extend([NONE.value] * count)
         self._shuffles.extend([False] * count)
         self._chunk_sizes.extend([0] * count)
         self._crcs.add_each(crcs, 1, count)
         self._stored_chunk_lengths.add_each((), 0, count)
-        rank = boxes[2] if boxes is not None else 0
-        self._starts.add_each(boxes[0] if boxes is not None else (), rank, count)
-        self._extents.add_each(boxes[1] if boxes is not None else (), rank, count)
+        if not any(boxes):  # tensors stored whole, the common batch
+            self._starts.add_each((), 0, count)
+            self._extents.add_each((), 0, count)
+            return
+        for box in boxes:
+            self._starts.add(box[0] if box is not None else ())
+            self._extents.add(box[1] if box is not None else ())
 
     def fill(self, index: index_pb2.Index) -> None:
         """Append the gathered tensors and blocks to the tables of ``index``."""

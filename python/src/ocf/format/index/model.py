@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ocf.format import dtypes
-from ocf.format.codec import Codec
+from ocf.format.codecs.base import Codec
 
 
 @dataclass(slots=True)
@@ -24,8 +24,8 @@ class Block:
     byte_shuffle: bool
     chunk_size: int
     chunk_crcs: list[int]
-    # For CODEC_ZSTD, where each chunk starts in the shard, then the block's
-    # end; empty for CODEC_NONE, whose chunks sit at their raw offsets.
+    # Where each chunk starts in the shard, then the block's end; empty for a
+    # codec that stores raw bytes (CODEC_NONE), whose chunks sit at their raw offsets.
     chunk_starts: list[int]
 
     @property
@@ -79,7 +79,7 @@ class TensorInfo:
 
     @property
     def codec_name(self) -> str:
-        names = {b.compression.name.lower() + ("+shuffle" if b.byte_shuffle else "")
+        names = {b.compression.name + ("+shuffle" if b.byte_shuffle else "")
                  for b in self.blocks}
         return ",".join(sorted(names)) or "none"
 

@@ -20,7 +20,7 @@ from typing import NamedTuple, NoReturn
 import numpy as np
 
 from ocf.format import dtypes
-from ocf.format.codec import Codec
+from ocf.format.codecs.registry import BY_VALUE
 from ocf.format.container import ALIGNMENT, PREAMBLE_SIZE
 from ocf.format.errors import InvalidError, LimitExceededError
 from ocf.format.index.model import Block, Shard, Slice, TensorInfo
@@ -33,7 +33,6 @@ from ocf.format.limits import (
     MAX_RANK,
     MAX_SLICES_PER_TENSOR,
     MAX_TENSORS,
-    MAX_ZSTD_RATIO,
     MIN_CHUNK_SIZE,
     nonzero_product,
 )
@@ -41,16 +40,16 @@ from ocf.format.slicing import arrays_disjoint
 from ocf.v1 import tensor_pb2
 
 _U64 = np.uint64
-_CODECS: dict[int, Codec] = {int(c.value): c for c in Codec}
-_PLAIN = int(Codec.NONE.value)
 # Item size by dtype code (0 for byte strings, -1 for undefined codes).
 _ITEMSIZE = np.full(max(dtypes.BY_CODE) + 1, -1, dtype=np.int64)
 for _row in dtypes.TABLE:
     _ITEMSIZE[_row.code] = _row.itemsize
-# Whether each code up to the largest defined one is defined: dtypes and codecs.
+# Whether each code is defined (dtypes, codecs); by codec: raw or not, its output bound.
 _DTYPE_DEFINED = _ITEMSIZE >= 0
-_CODEC_DEFINED = np.zeros(max(_CODECS) + 1, dtype=bool)
-_CODEC_DEFINED[list(_CODECS)] = True
+_CODEC_AT = [BY_VALUE.get(value) for value in range(max(BY_VALUE) + 1)]
+_STORES_RAW = np.array([codec is not None and codec.stores_raw for codec in _CODEC_AT])
+_MAX_RATIO = np.array([codec.max_ratio if codec else 0 for codec in _CODEC_AT], _U64)
+_CODEC_DEFINED = _MAX_RATIO > 0  # every codec's bound is at least 1
 
 
 # The NumPy dtype of each dtype code: NumPy's own now, ml_dtypes' once a checkpoint holds
@@ -317,7 +316,7 @@ class Tables(Mapping[str, TensorInfo]):
                          "raw length cannot hold the string length table", "R-DTYPE-003")
         self._fail_first(~_defined(self._codecs, _CODEC_DEFINED), InvalidError,
                          "codec value is not defined", "R-CHUNK-003")
-        plain = self._codecs == Codec.NONE.value
+        plain = _STORES_RAW[self._codecs]
         self._fail_first(plain & (self._shuffles | (stored != raw)), InvalidError,
                          "uncompressed data must have stored length equal to raw length and no "
                          "byte shuffle", "R-CHUNK-003")
@@ -339,18 +338,18 @@ class Tables(Mapping[str, TensorInfo]):
         if int(chunks.sum()) != self._crc_array.size:
             self._fail(InvalidError, f"the blocks have {int(chunks.sum())} chunks, "
                        f"chunk_crcs holds {self._crc_array.size} values", "R-CHUNK-002")
-        zstd = self._codecs == Codec.ZSTD.value
-        zstd_chunks = np.where(zstd, chunks, 0)
-        self._stored_start = np.cumsum(zstd_chunks) - zstd_chunks
-        if int(zstd_chunks.sum()) != len(self._chunk_stored):
-            self._fail(InvalidError, f"the zstd blocks have {int(zstd_chunks.sum())} chunks, "
+        coded = ~_STORES_RAW[self._codecs]  # blocks owning chunk_stored_lengths (zstd)
+        coded_chunks = np.where(coded, chunks, 0)
+        self._stored_start = np.cumsum(coded_chunks) - coded_chunks
+        if int(coded_chunks.sum()) != len(self._chunk_stored):
+            self._fail(InvalidError, f"the zstd blocks have {int(coded_chunks.sum())} chunks, "
                        f"chunk_stored_lengths holds {len(self._chunk_stored)} values",
                        "R-CHUNK-004")
-        self._fail_first(zstd & (chunks == 0) & (self._stored != 0), InvalidError,
+        self._fail_first(coded & (chunks == 0) & (self._stored != 0), InvalidError,
                          "a zstd block without chunks must store no bytes", "R-CHUNK-004")
-        self._check_zstd_chunks(np.flatnonzero(zstd_chunks))
+        self._check_coded_chunks(np.flatnonzero(coded_chunks))
 
-    def _check_zstd_chunks(self, blocks: np.ndarray) -> None:
+    def _check_coded_chunks(self, blocks: np.ndarray) -> None:
         """Stored chunk lengths: at least 1, summing to the block, within zstd's ratio."""
         if not blocks.size:
             return
@@ -370,12 +369,13 @@ class Tables(Mapping[str, TensorInfo]):
         last = position == np.repeat(chunks, chunks) - 1
         raw_chunk = np.where(last, self._raw[owner] - size * position.astype(_U64), size)
         # Lengths above 2^40 allow any raw chunk (at most 2^54 bytes) anyway.
-        too_dense = raw_chunk > np.minimum(lengths, _U64(1 << 40)) * _U64(MAX_ZSTD_RATIO)
-        hits = np.flatnonzero(too_dense)
+        hits = np.flatnonzero(raw_chunk > np.minimum(lengths, _U64(1 << 40))
+                              * _MAX_RATIO[self._codecs[owner]])
         if hits.size:
-            self._fail(LimitExceededError, "a zstd chunk claims more than 32768 raw bytes per "
-                       "stored byte, more than zstd can produce", "R-CHUNK-004",
-                       int(self._block_tensor[owner[hits[0]]]))
+            codec = BY_VALUE[int(self._codecs[owner[hits[0]]])]
+            self._fail(LimitExceededError, f"a {codec.name} chunk claims more than "
+                       f"{codec.max_ratio} raw bytes per stored byte, more than {codec.name} "
+                       "can produce", "R-CHUNK-004", int(self._block_tensor[owner[hits[0]]]))
 
     def _stored_sums(self, blocks: np.ndarray, chunks: np.ndarray, starts: np.ndarray
                      ) -> np.ndarray:
@@ -436,7 +436,7 @@ class Tables(Mapping[str, TensorInfo]):
         row = self._rows[key]
         c = self._lists()
         j = c.first_block[row]
-        if c.slice_counts[row] or c.codecs[j] != _PLAIN or c.chunk_counts[j] != 1:
+        if c.slice_counts[row] or not _STORES_RAW[c.codecs[j]] or c.chunk_counts[j] != 1:
             return None
         if self._view_dtypes is None:  # made on first use: it may load ml_dtypes
             # None where reading needs more than a view: byte strings and bools.
@@ -460,7 +460,7 @@ class Tables(Mapping[str, TensorInfo]):
         rows = np.fromiter(map(self._rows.__getitem__, keys), dtype=np.int64, count=len(keys))
         blocks = self._first_block[rows]
         raw = self._raw[blocks]
-        small = ((self._slice_counts[rows] == 0) & (self._codecs[blocks] == Codec.NONE.value)
+        small = ((self._slice_counts[rows] == 0) & _STORES_RAW[self._codecs[blocks]]
                  & (raw > 0) & (raw <= max_bytes) & (_ITEMSIZE[self._dtypes[rows]] > 0)
                  & (self._chunk_counts[blocks] == 1))
         others = [keys[i] for i in np.flatnonzero(~small).tolist()]
@@ -488,12 +488,12 @@ class Tables(Mapping[str, TensorInfo]):
                 for r in rows.tolist()]
 
     def _block(self, c: _ColumnLists, j: int) -> Block:
-        compression = _CODECS[c.codecs[j]]
+        compression = BY_VALUE[c.codecs[j]]
         offset = c.offsets[j]
         crc_at = c.crc_start[j]
         chunks = c.chunk_counts[j]
         starts: list[int] = []
-        if compression is Codec.ZSTD:
+        if not compression.stores_raw:
             at = c.stored_start[j]
             starts = list(accumulate(c.chunk_stored[at : at + chunks], initial=offset))
         return Block(c.shards[j], offset, c.stored[j], c.raw[j], compression, c.shuffles[j],

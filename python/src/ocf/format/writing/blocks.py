@@ -1,0 +1,178 @@
+"""Writing write items as blocks (spec/format.md, "Data region" and "Chunks").
+
+The one emitter of a writer's bytes: each block starts on a 64-byte
+boundary [R-DATA-001] in the file its committer gives it, and is
+checksummed per chunk [R-CRC-001], compressed on worker threads when the
+codec compresses. Small uncompressed blocks are batched: gathered a few MiB
+at a time and written with one call, their offsets computed together and
+their index rows added as columns. A batch writes exactly the bytes one
+block at a time would, so every write path gives the same file.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from ocf.format.checksum import crc32c
+from ocf.format.codecs.base import Codec
+from ocf.format.container import ALIGNMENT, padding
+from ocf.format.index.encoding import TableBuilder
+from ocf.format.index.model import Block
+from ocf.format.slicing import Box
+from ocf.format.storage.backend import Output
+from ocf.format.writing.committers import Committer
+from ocf.format.writing.items import Item
+
+# Blocks at least this large are checksummed on a worker thread while the main
+# thread writes them.
+_PARALLEL_CRC = 4 << 20
+# Small blocks are gathered up to about this many bytes and written together: few
+# system calls, and memory stays bounded.
+_BATCH_BYTES = 4 << 20
+_ZEROS = memoryview(bytes(ALIGNMENT))
+
+
+class BlockEmitter:
+    """Writes items as the next blocks of ``committer``'s files and adds them to
+    ``table``; ``threads`` worker threads checksum and encode."""
+
+    def __init__(self, committer: Committer, table: TableBuilder, codec: Codec, level: int,
+                 byte_shuffle: bool, chunk_size: int, threads: int) -> None:
+        self._committer, self._table = committer, table
+        self._codec, self._level, self._byte_shuffle = codec, level, byte_shuffle
+        self._chunk_size = chunk_size
+        self._threads = threads
+        self._pool = ThreadPoolExecutor(max_workers=threads)
+
+    def emit(self, items: Iterable[Item]) -> None:
+        """Write ``items`` in order. When taking the next item raises (it failed its
+        checks), the items before it are written before the error propagates."""
+        batch: list[Item] = []
+        gathered = 0
+        try:
+            for item in items:
+                if not self._batches(item):  # after the blocks gathered before it
+                    self._write_batch(batch)
+                    gathered = 0
+                    self._table.add_block(item.row, self._store(item), item.box)
+                    continue
+                batch.append(item)
+                gathered += len(item.raw)
+                if gathered >= _BATCH_BYTES:
+                    self._write_batch(batch)
+                    gathered = 0
+        finally:
+            self._write_batch(batch)
+
+    def close(self, *, cancel: bool = False) -> None:
+        self._pool.shutdown(cancel_futures=cancel)
+
+    # -- batches of small blocks ----------------------------------------------
+
+    def _batches(self, item: Item) -> bool:
+        """Whether ``item`` is written in a batch: uncompressed, one chunk, not empty."""
+        return self._codec.stores_raw and 0 < len(item.raw) <= self._chunk_size
+
+    def _write_batch(self, batch: list[Item]) -> None:
+        """Write the items of ``batch`` as the next blocks, each of one uncompressed chunk,
+        a shard at a time, and empty it (first: a failed write is not tried again)."""
+        items = batch.copy()
+        batch.clear()
+        first = 0
+        while first < len(items):
+            first = self._write_run(items, first)
+
+    def _write_run(self, items: list[Item], first: int) -> int:
+        """Write the items from ``first`` on that fit in the shard the first goes to (one
+        at least), side by side at 64-byte boundaries; the index of the first not
+        written. Offsets and shards are those one :meth:`_store` each would give."""
+        output = self._committer.output_for(len(items[first].raw))
+        output.align()
+        limit = self._committer.shard_limit
+        position = output.position
+        buffers: list[memoryview] = []
+        rows: list[int] = []
+        offsets: list[int] = []
+        sizes: list[int] = []
+        crcs: list[int] = []
+        boxes: list[Box | None] = []
+        for item in itertools.islice(items, first, None):
+            size = len(item.raw)
+            offset = position + padding(position)
+            if rows and offset + size > limit:
+                break
+            if offset > position:
+                buffers.append(_ZEROS[: offset - position])
+            buffers.append(item.raw)
+            rows.append(item.row)
+            offsets.append(offset)
+            sizes.append(size)
+            crcs.append(crc32c(item.raw))
+            boxes.append(item.box)
+            position = offset + size
+        if len(buffers) == 1:  # write() gathers small writes (a write() call a tensor)
+            output.write(buffers[0])
+        else:
+            output.write_many(buffers)
+        self._table.add_plain_blocks(rows, self._committer.shard, offsets, sizes, crcs, boxes)
+        return first + len(rows)
+
+    # -- one block at a time ----------------------------------------------------
+
+    def _store(self, item: Item) -> Block:
+        """Write ``item`` as the next block: empty, chunked, or encoded."""
+        raw = item.raw
+        size = len(raw)
+        output = self._committer.output_for(size)
+        output.align()
+        shard, offset, codec = self._committer.shard, output.position, self._codec
+        if not size:
+            return Block(shard, offset, 0, 0, codec, False, 0, [], [])
+        chunk_size = self._chunk_size if size > self._chunk_size else 0
+        ranges = [(0, size)] if not chunk_size else [
+            (s, min(s + chunk_size, size)) for s in range(0, size, chunk_size)]
+        if codec.stores_raw:
+            crcs = self._write_raw(output, raw, ranges)
+            return Block(shard, offset, size, size, codec, False, chunk_size, crcs, [])
+        shuffle = self._byte_shuffle and item.dtype.itemsize > 1
+        crcs, starts = [], [offset]
+        for stored, crc in self._encoded(raw, ranges, item.dtype.itemsize if shuffle else 1):
+            crcs.append(crc)
+            starts.append(starts[-1] + len(stored))
+            output.write(stored)
+        return Block(shard, offset, starts[-1] - offset, size, codec, shuffle, chunk_size,
+                     crcs, starts)
+
+    def _write_raw(self, output: Output, raw: memoryview, ranges: list[tuple[int, int]]
+                   ) -> list[int]:
+        """Write ``raw`` as it is; the CRC-32C of its chunks ``ranges``."""
+        def checksums() -> list[int]:
+            return [crc32c(raw[a:b]) for a, b in ranges]
+
+        if len(raw) < _PARALLEL_CRC:
+            crcs = checksums()
+            output.write(raw)
+            return crcs
+        pending = self._pool.submit(checksums)
+        output.write(raw)
+        return pending.result()
+
+    def _encoded(self, raw: memoryview, ranges: list[tuple[int, int]], itemsize: int
+                 ) -> Iterator[tuple[memoryview | bytes, int]]:
+        """Encoded chunks and their CRC-32C in order, at most a few in flight so memory
+        stays bounded. Each is encoded and checksummed on a worker thread, leaving this
+        one only the writes."""
+        window: deque[Future[tuple[memoryview | bytes, int]]] = deque()
+        for a, b in ranges:
+            window.append(self._pool.submit(self._encode_chunk, raw[a:b], itemsize))
+            if len(window) > 2 * self._threads:
+                yield window.popleft().result()
+        while window:
+            yield window.popleft().result()
+
+    def _encode_chunk(self, raw: memoryview, itemsize: int) -> tuple[memoryview | bytes, int]:
+        stored = self._codec.encode(raw, self._level, itemsize)
+        return stored, crc32c(stored)

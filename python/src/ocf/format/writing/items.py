@@ -1,0 +1,190 @@
+"""Checking what a writer is given, once, into write items (spec/format.md).
+
+Every array a :class:`~ocf.format.writer.Writer` stores passes here before
+a byte of it is written: its key [R-TENSOR-001], dtype [R-DTYPE-001] and
+shape [R-TENSOR-003], and for a slice its box and its tensor's dtype and
+global shape [R-SLICE-001]. What passes is a write item: the raw bytes of
+one block and the table row of their tensor. ``write``, ``write_many``,
+``write_slice`` and ``write_slices`` all go through the same checks, in the
+same order, so they refuse the same things with the same errors.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ocf.format import dtypes
+from ocf.format.errors import InvalidError, LimitExceededError
+from ocf.format.index.encoding import TableBuilder
+from ocf.format.limits import MAX_ELEMENTS, MAX_KEY_BYTES, MAX_RANK, nonzero_product
+from ocf.format.raw import to_raw
+from ocf.format.slicing import Box, boxes_disjoint, boxes_tile
+
+# The NumPy dtypes whose arrays are their own raw bytes when C-ordered (the
+# little-endian machines' native types; ml_dtypes types export no buffer).
+_VIEWABLE: dict[np.dtype[np.generic], dtypes.Dtype] = {
+    np.dtype(row.kind): row for row in dtypes.TABLE
+    if isinstance(row.kind, type) and sys.byteorder == "little"}
+
+
+@dataclass(slots=True)
+class Item:
+    """One block to write: checked, and its tensor's row already in the table."""
+
+    row: int
+    dtype: dtypes.Dtype
+    raw: memoryview  # flat bytes: len() is the byte count
+    box: Box | None  # (start, extent) of a slice; None for a tensor stored whole
+
+
+class Tensors:
+    """The tensors of one write so far, which each new array is checked against: their
+    rows in the tensor table (``table``), by key, and the boxes of those stored in
+    slices."""
+
+    def __init__(self) -> None:
+        self.table = TableBuilder()
+        self.rows: dict[str, int] = {}
+        self._boxes: dict[int, list[Box]] = {}
+
+    def whole(self, key: str, value: object) -> Item:
+        """The item that stores ``value`` whole under ``key``."""
+        array = value if type(value) is np.ndarray else np.asarray(value)
+        dtype = _VIEWABLE.get(array.dtype)
+        if dtype is not None and array.size and array.ndim <= MAX_RANK \
+                and array.flags.c_contiguous:
+            # What for_array and to_raw give such an array, at a fraction of their cost
+            # (a checkpoint of many small tensors pays it per tensor).
+            raw = array.data.cast("B")
+        else:
+            dtype = dtypes.for_array(array)
+            if array.size == 0 or array.ndim > MAX_RANK:
+                # An array with elements has fewer than 2^58 of them, or could not be
+                # laid out in memory: only empty ones can break the limit.
+                check_shape(key, array.shape)
+            raw = to_raw(array, dtype)
+        self._check_key(key)
+        row = self.rows[key] = self.table.add_tensor(key, dtype.code, array.shape)
+        return Item(row, dtype, raw, None)
+
+    def slices(self, key: str, array: np.ndarray, start: Sequence[int], shape: Sequence[int],
+               boxes: Sequence[Box] | None = None) -> Iterator[Item]:
+        """The items that store the box ``array`` at ``start`` of the tensor ``key`` of
+        global ``shape``: one, or one per box of ``boxes`` (each (start, extent) in
+        global coordinates, inside the box of ``array``). Each is checked as it is
+        reached, so the boxes before a bad one are written, as by one call each."""
+        array = np.asarray(array)
+        if boxes is None:
+            yield self._slice(key, array, start, shape)
+            return
+        if not len(boxes):
+            return
+        origin, starts, extents = _boxes_inside(key, array, start, boxes)
+        corner = origin.tolist()
+        for box_start, extent in zip(starts.tolist(), extents.tolist()):
+            window = tuple(slice(b - o, b - o + e) for b, o, e in zip(box_start, corner, extent))
+            yield self._slice(key, array[window], box_start, shape)
+
+    def check_slices(self, must_tile: bool, path: str | os.PathLike[str]) -> None:
+        """At commit: the boxes of each tensor stored in slices tile its global shape
+        exactly [R-SLICE-002], or (not ``must_tile``: a part, spec/parts.md) are at
+        least pairwise disjoint [R-SLICE-001]."""
+        for row, boxes in self._boxes.items():
+            key, shape = self.table.keys[row], self.table.shapes[row]
+            if not must_tile:
+                if not boxes_disjoint(boxes):
+                    raise InvalidError("slices of this tensor overlap", key=key, path=path,
+                                       requirement="R-SLICE-001")
+            elif not boxes_tile(boxes, shape):
+                raise InvalidError(f"slices do not tile the global shape {list(shape)} "
+                                   "exactly (overlap or gap)", key=key, path=path,
+                                   requirement="R-SLICE-002")
+
+    def _slice(self, key: str, array: np.ndarray, start: Sequence[int], shape: Sequence[int]
+               ) -> Item:
+        dtype = dtypes.for_array(array)
+        start, shape = tuple(int(x) for x in start), tuple(int(x) for x in shape)
+        row = self.rows.get(key)
+        if row is not None:
+            self._check_same_tensor(key, row, dtype, shape)
+        if len(start) != len(shape) or array.ndim != len(shape) or array.size == 0 or any(
+            b < 0 or b + e > d for b, e, d in zip(start, array.shape, shape)
+        ):
+            raise InvalidError(f"slice of shape {list(array.shape)} at {list(start)} is not a "
+                               f"non-empty box inside {list(shape)}", key=key,
+                               requirement="R-SLICE-001")
+        check_shape(key, shape)
+        raw = to_raw(array, dtype)
+        if row is None:
+            self._check_key(key)
+            row = self.rows[key] = self.table.add_tensor(key, dtype.code, shape, sliced=True)
+            self._boxes[row] = []
+        box = (start, array.shape)
+        self._boxes[row].append(box)
+        return Item(row, dtype, raw, box)
+
+    def _check_same_tensor(self, key: str, row: int, dtype: dtypes.Dtype,
+                           shape: tuple[int, ...]) -> None:
+        """A slice of a key written before: of a tensor stored in slices, of its dtype
+        and global shape [R-SLICE-001]."""
+        code, known = self.table.dtype_codes[row], self.table.shapes[row]
+        whole = row not in self._boxes
+        if whole or code != dtype.code or known != shape:
+            raise InvalidError(f"slice has dtype {dtype.name} and global shape {list(shape)}, "
+                               f"the tensor written before under this key "
+                               f"{dtypes.BY_CODE[code].name} and "
+                               f"{list(known)}{' stored whole' if whole else ''}",
+                               key=key, requirement="R-SLICE-001")
+
+    def _check_key(self, key: str) -> None:
+        """A key is a non-empty UTF-8 string of at most 4096 bytes without NUL, new to
+        this write [R-TENSOR-001]."""
+        if not isinstance(key, str) or not key or "\0" in key:
+            raise InvalidError("tensor keys must be non-empty str without NUL", key=repr(key),
+                               requirement="R-TENSOR-001")
+        try:  # an ASCII key is its own UTF-8; others may hold a lone surrogate
+            size = len(key) if key.isascii() else len(key.encode("utf-8"))
+        except UnicodeEncodeError as exc:
+            raise InvalidError(f"key is not valid Unicode ({exc.reason} at character "
+                               f"{exc.start}); keys are UTF-8", key=key,
+                               requirement="R-TENSOR-001") from None
+        if size > MAX_KEY_BYTES:
+            raise LimitExceededError(f"key is {size} bytes, above the limit of "
+                                     f"{MAX_KEY_BYTES}", requirement="R-TENSOR-001")
+        if key in self.rows:
+            raise InvalidError("key written twice", key=key, requirement="R-TENSOR-001")
+
+
+def check_shape(key: str, shape: tuple[int, ...]) -> None:
+    """Refuse a shape beyond the limits of [R-TENSOR-003], empty ones included."""
+    if len(shape) > MAX_RANK:
+        raise LimitExceededError(f"rank {len(shape)} is above the limit of {MAX_RANK}",
+                                 key=key, requirement="R-TENSOR-003")
+    if nonzero_product(shape) > MAX_ELEMENTS:
+        raise LimitExceededError(f"shape {list(shape)}: its non-zero dimensions multiply to "
+                                 "more than 2^58", key=key, requirement="R-TENSOR-003")
+
+
+def _boxes_inside(key: str, array: np.ndarray, start: Sequence[int], boxes: Sequence[Box]
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``start`` and the starts and extents of ``boxes`` as arrays (one row a box);
+    InvalidError unless each box lies inside the box of ``array`` at ``start``."""
+    try:
+        origin = np.asarray(start, np.int64)
+        starts = np.asarray([box[0] for box in boxes], np.int64)
+        extents = np.asarray([box[1] for box in boxes], np.int64)
+        fits = (origin.shape == (array.ndim,) and starts.shape == extents.shape
+                == (len(boxes), array.ndim))
+    except (TypeError, ValueError, OverflowError, IndexError):
+        fits = False
+    if not fits or (starts < origin).any() or (
+            starts + extents > origin + np.asarray(array.shape, np.int64)).any():
+        raise InvalidError(f"the boxes to write must each be a (start, extent) inside the box "
+                           f"of shape {list(array.shape)} at {list(start)} that the array "
+                           "holds", key=key, requirement="R-SLICE-001")
+    return origin, starts, extents
