@@ -1,0 +1,312 @@
+"""One rank of the sharding matrix (test_sharding_matrix.py).
+
+Run as ``python sharding_worker.py '<json job>'`` with RANK, WORLD_SIZE and
+OCF_TEST_INIT in the environment (tests/ranks.py). One process group runs
+several cases, each a model sharded as training engines shard it (see
+:data:`LAYOUTS`), trained with AdamW on gloo:
+
+- ``save`` (a list of layouts): for each, train :data:`SAVE_AT` steps, save
+  through ``dcp.save`` with OCF's StorageWriter (``<layout>-w<world>``) and
+  through ``ocf.distributed.torch.save`` (``<layout>-w<world>-torch``),
+  and, with ``async``, through ``dcp.async_save`` (``<layout>-w<world>-async``,
+  a training step running before the save is waited for); rank 0 keeps the
+  full state at the save as ``saved-<checkpoint>.npz``. Then :data:`AFTER`
+  more steps (the losses of the uninterrupted run), and for each checkpoint a
+  fresh model loads it and trains the same steps (the losses of the resumed run).
+- ``load`` (a list of [checkpoint, layout]): a fresh model in ``layout`` on
+  this world size loads the checkpoint (a ``-torch`` one with ``load_into``,
+  any other with ``dcp.load``), and rank 0 keeps the full state it then holds
+  as ``loaded-<checkpoint>-w<world>.npz``.
+
+Step ``s`` trains on a batch drawn from seed ``s`` alone, each data-parallel
+rank taking its equal share of the rows, so every world size sees the same data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from datetime import timedelta
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_state_dict,
+    set_state_dict,
+)
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor import DTensor, Placement, Shard, distribute_tensor
+from torch.distributed.tensor.parallel import (
+    ColwiseParallel,
+    RowwiseParallel,
+    parallelize_module,
+)
+
+from ocf.distributed import torch as distributed
+from ocf.distributed.dcp import StorageReader, StorageWriter
+
+SAVE_AT, AFTER = 2, 2
+BATCH = 12  # rows of a step's batch: an equal share for 1, 2, 3 or 4 data-parallel ranks
+
+# The model of issue 27: on 2 or more ranks the last layer's weight [1, 33] leaves
+# ranks an empty shard, and 33 rows split unevenly.
+MLP = (8, 96, 33, 1)
+# Column- then row-parallel, its hidden size split evenly over 2, 3 and 4 ranks (DTensor's
+# tensor parallel needs that), 5 rows unevenly.
+TP = (8, 12, 5)
+# The same for tensor parallel over 2 ranks and FSDP2 over 2: a column-parallel weight's
+# 5 local rows (of 10) split 3 and 2 by FSDP2, in a strided sharding.
+TP_FSDP = (8, 10, 5)
+
+
+class Parallel:
+    """A model, its optimizer and which slice of a batch this rank trains on."""
+
+    def __init__(self, model: torch.nn.Module, sizes: tuple[int, ...], data_rank: int,
+                 data_ranks: int) -> None:
+        self.model = model
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)
+        self.data_rank, self.data_ranks = data_rank, data_ranks
+        self.inputs, self.outputs = sizes[0], sizes[-1]
+
+    def step(self, step: int) -> float:
+        data = torch.Generator().manual_seed(1000 + step)
+        x = torch.randn(BATCH, self.inputs, generator=data)
+        y = torch.randn(BATCH, self.outputs, generator=data)
+        share = BATCH // self.data_ranks
+        rows = slice(self.data_rank * share, (self.data_rank + 1) * share)
+        loss = torch.nn.functional.mse_loss(self.model(x[rows]), y[rows])
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+        return float(loss.item())
+
+    def state(self) -> dict[str, Any]:
+        model_state, optimizer_state = get_state_dict(self.model, self.optimizer)
+        return {"model": model_state, "optim": optimizer_state}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        set_state_dict(self.model, self.optimizer, model_state_dict=state["model"],
+                       optim_state_dict=state["optim"])
+
+
+def sequential(sizes: tuple[int, ...]) -> torch.nn.Sequential:
+    torch.manual_seed(0)
+    layers: list[torch.nn.Module] = []
+    for n, (a, b) in enumerate(pairwise(sizes)):
+        layers += [torch.nn.Linear(a, b)] + ([torch.nn.ReLU()] if n < len(sizes) - 2 else [])
+    return torch.nn.Sequential(*layers)
+
+
+def shard_layers(model: torch.nn.Module, mesh: DeviceMesh, reshard: bool) -> None:
+    """FSDP2 as its documentation applies it: each Linear, then the root."""
+    for layer in model:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer, mesh=mesh, reshard_after_forward=reshard)
+    fully_shard(model, mesh=mesh, reshard_after_forward=reshard)
+
+
+def fsdp(world: int, sizes: tuple[int, ...], reshard: bool = True) -> Parallel:
+    model = sequential(sizes)
+    shard_layers(model, init_device_mesh("cpu", (world,)), reshard)
+    return Parallel(model, sizes, dist.get_rank(), world)
+
+
+def hsdp(world: int, sizes: tuple[int, ...]) -> Parallel:
+    """Replicated across the first mesh dimension, sharded across the second."""
+    model = sequential(sizes)
+    replicas = 2 if world % 2 == 0 else 1
+    mesh = init_device_mesh("cpu", (replicas, world // replicas),
+                            mesh_dim_names=("replicate", "shard"))
+    shard_layers(model, mesh, True)
+    return Parallel(model, sizes, dist.get_rank(), world)
+
+
+def tensor_parallel(model: torch.nn.Module, mesh: DeviceMesh) -> None:
+    parallelize_module(model, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+
+
+def tp(world: int, sizes: tuple[int, ...]) -> Parallel:
+    """Tensor parallel over every rank: DTensors Shard(0), Shard(1) and Replicate."""
+    model = sequential(sizes)
+    tensor_parallel(model, init_device_mesh("cpu", (world,)))
+    return Parallel(model, sizes, 0, 1)
+
+
+def tp_fsdp(world: int, sizes: tuple[int, ...]) -> Parallel:
+    """Tensor parallel within rows of the mesh, FSDP2 across them (the strided sharding
+    of a column-parallel weight sharded again on its rows)."""
+    model = sequential(sizes)
+    mesh = init_device_mesh("cpu", (world // 2, 2), mesh_dim_names=("dp", "tp"))
+    tensor_parallel(model, mesh["tp"])
+    shard_layers(model, mesh["dp"], True)
+    return Parallel(model, sizes, mesh["dp"].get_local_rank(), mesh["dp"].size())
+
+
+LAYOUTS: dict[str, Callable[[int, tuple[int, ...]], Parallel]] = {
+    "fsdp": fsdp,
+    "fsdp-keep": lambda world, sizes: fsdp(world, sizes, reshard=False),
+    "hsdp": hsdp,
+    "tp": tp,
+    "tp-fsdp": tp_fsdp,
+}
+# What each case saves: a layout and the model it shards.
+CASES = {"fsdp": ("fsdp", MLP), "fsdp-keep": ("fsdp-keep", MLP), "hsdp": ("hsdp", MLP),
+         "tp": ("tp", TP), "tp-fsdp": ("tp-fsdp", TP_FSDP)}
+
+
+def keep_full_state(parallel: Parallel, name: str) -> None:
+    """Rank 0 writes every tensor of the unsharded state, flattened, to ``name``."""
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    model_state, optimizer_state = get_state_dict(parallel.model, parallel.optimizer,
+                                                  options=options)
+    if dist.get_rank() != 0:
+        return
+    flat = {f"model.{k}": v for k, v in model_state.items()}
+    for param, values in optimizer_state["state"].items():
+        flat.update({f"optim.state.{param}.{k}": v for k, v in values.items()})
+    np.savez(name, **{k: v.numpy() for k, v in flat.items()})
+
+
+def flat_tensors(state: dict[str, Any]) -> dict[str, torch.Tensor]:
+    """The tensors of a DCP state dict under the keys DCP gives them."""
+    flat = {f"model.{k}": v for k, v in state["model"].items()}
+    for param, values in state["optim"]["state"].items():
+        flat.update({f"optim.state.{param}.{k}": v for k, v in values.items()})
+    return flat
+
+
+def save_torch(path: str, parallel: Parallel) -> None:
+    """``ocf.distributed.torch.save`` of the state's tensors: DTensors on every rank, a
+    plain tensor (AdamW's step, the same on every rank) by rank 0 alone."""
+    tensors = {key: value for key, value in flat_tensors(parallel.state()).items()
+               if isinstance(value, DTensor) or dist.get_rank() == 0}
+    distributed.save(path, tensors)
+
+
+def load(path: str, parallel: Parallel) -> None:
+    target = parallel.state()
+    if path.endswith("-torch"):
+        distributed.load_into(path, flat_tensors(target))
+    else:
+        dcp.load(target, storage_reader=StorageReader(path))
+    parallel.set_state(target)
+
+
+def save_case(case: str, world: int, with_async: bool) -> dict[str, Any]:
+    name = f"{case}-w{world}"
+    layout, sizes = CASES[case]
+    parallel = LAYOUTS[layout](world, sizes)
+    for step in range(1, SAVE_AT + 1):
+        parallel.step(step)
+    state = parallel.state()
+    kinds = sorted({type(p).__name__ for value in flat_tensors(state).values()
+                    if isinstance(value, DTensor) for p in value.placements})
+    empty = sorted(key for key, value in flat_tensors(state).items()
+                   if isinstance(value, DTensor) and value.to_local().numel() == 0)
+    dcp.save(state, storage_writer=StorageWriter(name))
+    save_torch(f"{name}-torch", parallel)
+    keep_full_state(parallel, f"saved-{name}.npz")
+    checkpoints = [name, f"{name}-torch"]
+    losses = []
+    if with_async:
+        group = dist.new_group(backend="gloo")  # DCP's collectives off the training group
+        pending = dcp.async_save(parallel.state(), storage_writer=StorageWriter(f"{name}-async"),
+                                 process_group=group)
+        losses.append(parallel.step(SAVE_AT + 1))  # trains on while the save runs
+        pending.result()
+        checkpoints.append(f"{name}-async")
+    losses += [parallel.step(step) for step in range(SAVE_AT + 1 + len(losses),
+                                                      SAVE_AT + AFTER + 1)]
+    resumed = {}
+    for checkpoint in checkpoints:
+        fresh = LAYOUTS[layout](world, sizes)
+        load(checkpoint, fresh)
+        resumed[checkpoint] = [fresh.step(step) for step in range(SAVE_AT + 1,
+                                                                  SAVE_AT + AFTER + 1)]
+    return {"uninterrupted": losses, "resumed": resumed, "placements": kinds, "empty": empty}
+
+
+def edge_tensors() -> dict[str, torch.Tensor]:
+    """Tensors that leave ranks without elements: fewer rows than ranks, none at all."""
+    return {"short": torch.arange(6, dtype=torch.float64).reshape(2, 3),
+            "no-rows": torch.zeros(0, 6, dtype=torch.bfloat16),
+            "no-columns": torch.zeros(4, 0, dtype=torch.int32),
+            "plain-empty": torch.zeros(0, 3)}
+
+
+# Placements of the edge tensors on a 1-D mesh: as saved, and as loaded.
+EDGE_SAVED: dict[str, list[Placement]] = {"short": [Shard(0)], "no-rows": [Shard(0)], "no-columns": [Shard(1)]}
+EDGE_LOADED: dict[str, list[Placement]] = {"short": [Shard(1)], "no-rows": [Shard(1)], "no-columns": [Shard(0)]}
+
+
+def edge_state(placements: dict[str, list[Placement]], empty: bool) -> dict[str, torch.Tensor]:
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    values = {key: torch.zeros_like(value) if empty else value
+              for key, value in edge_tensors().items()}
+    return {key: distribute_tensor(value, mesh, placements[key]) if key in placements
+            else value for key, value in values.items()}
+
+
+def save_edges(world: int) -> dict[str, Any]:
+    """Save the edge tensors both ways; which of them this rank holds no element of."""
+    state = edge_state(EDGE_SAVED, empty=False)
+    dcp.save(state, storage_writer=StorageWriter(f"edges-w{world}"))
+    distributed.save(f"edges-w{world}-torch", {
+        key: value for key, value in state.items()
+        if isinstance(value, DTensor) or dist.get_rank() == 0})
+    return {"empty": sorted(key for key, value in state.items()
+                            if isinstance(value, DTensor) and value.to_local().numel() == 0)}
+
+
+def load_edges(checkpoint: str) -> dict[str, bool]:
+    """Load saved edge tensors into other placements; whether each equals its value."""
+    state = edge_state(EDGE_LOADED, empty=True)
+    if checkpoint.endswith("-torch"):
+        distributed.load_into(checkpoint, state)
+    else:
+        dcp.load(state, storage_reader=StorageReader(checkpoint))
+    expected = edge_tensors()
+    return {key: bool(torch.equal(value.full_tensor() if isinstance(value, DTensor) else value,
+                                  expected[key]) and value.dtype == expected[key].dtype)
+            for key, value in state.items()}
+
+
+def load_checkpoint(checkpoint: str, case: str, layout: str, world: int) -> None:
+    parallel = LAYOUTS[layout](world, CASES[case][1])
+    load(checkpoint, parallel)
+    keep_full_state(parallel, f"loaded-{checkpoint}-w{world}.npz")
+
+
+def main() -> None:
+    job = json.loads(sys.argv[1])
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    torch.use_deterministic_algorithms(True)
+    dist.init_process_group("gloo", init_method=os.environ["OCF_TEST_INIT"], rank=rank,
+                            world_size=world, timeout=timedelta(seconds=120))
+    for checkpoint, case, layout in job.get("load", []):
+        load_checkpoint(checkpoint, case, layout, world)
+    edges = {checkpoint: load_edges(checkpoint) for checkpoint in job.get("load_edges", [])}
+    saved = {case: save_case(case, world, case in job.get("async", []))
+             for case in job.get("save", [])}
+    saved_edges = save_edges(world) if job.get("save_edges") else None
+    Path(f"{rank}.json").write_text(json.dumps({"saved": saved, "edges": edges,
+                                                "saved_edges": saved_edges}))
+    dist.barrier()
+    dist.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
