@@ -245,8 +245,10 @@ def edge_tensors() -> dict[str, torch.Tensor]:
 
 
 # Placements of the edge tensors on a 1-D mesh: as saved, and as loaded.
-EDGE_SAVED: dict[str, list[Placement]] = {"short": [Shard(0)], "no-rows": [Shard(0)], "no-columns": [Shard(1)]}
-EDGE_LOADED: dict[str, list[Placement]] = {"short": [Shard(1)], "no-rows": [Shard(1)], "no-columns": [Shard(0)]}
+EDGE_SAVED: dict[str, list[Placement]] = {
+    "short": [Shard(0)], "no-rows": [Shard(0)], "no-columns": [Shard(1)]}
+EDGE_LOADED: dict[str, list[Placement]] = {
+    "short": [Shard(1)], "no-rows": [Shard(1)], "no-columns": [Shard(0)]}
 
 
 def edge_state(placements: dict[str, list[Placement]], empty: bool) -> dict[str, torch.Tensor]:
