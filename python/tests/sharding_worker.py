@@ -8,8 +8,10 @@ several cases, each a model sharded as training engines shard it (see
 - ``save`` (a list of layouts): for each, train :data:`SAVE_AT` steps, save
   through ``dcp.save`` with OCF's StorageWriter (``<layout>-w<world>``) and
   through ``ocf.distributed.torch.save`` (``<layout>-w<world>-torch``),
-  and, with ``async``, through ``dcp.async_save`` (``<layout>-w<world>-async``,
-  a training step running before the save is waited for); rank 0 keeps the
+  and, for the cases listed in ``async``, through ``dcp.async_save`` in a thread
+  (``<layout>-w<world>-async``) and, with ``async_process``, in DCP's
+  background process too (``-async-process``), a training step running
+  before the saves are waited for; rank 0 keeps the
   full state at the save as ``saved-<checkpoint>.npz``. Then :data:`AFTER`
   more steps (the losses of the uninterrupted run), and for each checkpoint a
   fresh model loads it and trains the same steps (the losses of the resumed run).
@@ -28,6 +30,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from concurrent.futures import Future
 from datetime import timedelta
 from itertools import pairwise
 from pathlib import Path
@@ -42,6 +45,7 @@ from torch.distributed.checkpoint.state_dict import (
     get_state_dict,
     set_state_dict,
 )
+from torch.distributed.checkpoint.state_dict_saver import AsyncCheckpointerType
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor, Placement, Shard, distribute_tensor
@@ -202,7 +206,7 @@ def load(path: str, parallel: Parallel) -> None:
     parallel.set_state(target)
 
 
-def save_case(case: str, world: int, with_async: bool) -> dict[str, Any]:
+def save_case(case: str, world: int, with_async: bool, in_process: bool) -> dict[str, Any]:
     name = f"{case}-w{world}"
     layout, sizes = CASES[case]
     parallel = LAYOUTS[layout](world, sizes)
@@ -220,11 +224,20 @@ def save_case(case: str, world: int, with_async: bool) -> dict[str, Any]:
     losses = []
     if with_async:
         group = dist.new_group(backend="gloo")  # DCP's collectives off the training group
-        pending = dcp.async_save(parallel.state(), storage_writer=StorageWriter(f"{name}-async"),
-                                 process_group=group)
-        losses.append(parallel.step(SAVE_AT + 1))  # trains on while the save runs
-        pending.result()
+        pending = [dcp.async_save(parallel.state(),
+                                  storage_writer=StorageWriter(f"{name}-async"),
+                                  process_group=group)]
         checkpoints.append(f"{name}-async")
+        if in_process:  # its daemon process joins a group of its own, at MASTER_ADDR
+            os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+            pending.append(dcp.async_save(
+                parallel.state(), storage_writer=StorageWriter(f"{name}-async-process"),
+                async_checkpointer_type=AsyncCheckpointerType.PROCESS))
+            checkpoints.append(f"{name}-async-process")
+        losses.append(parallel.step(SAVE_AT + 1))  # trains on while the saves run
+        for future in pending:
+            assert isinstance(future, Future)
+            future.result()
     losses += [parallel.step(step) for step in range(SAVE_AT + 1 + len(losses),
                                                       SAVE_AT + AFTER + 1)]
     resumed = {}
@@ -289,6 +302,17 @@ def load_checkpoint(checkpoint: str, case: str, layout: str, world: int) -> None
     keep_full_state(parallel, f"loaded-{checkpoint}-w{world}.npz")
 
 
+def stop_background_saver() -> None:
+    """End DCP's background save process, if async_save started one, as its own
+    finalizer does (a process ended by os._exit runs no finalizer)."""
+    from torch.distributed.checkpoint import _async_process_executor as executor
+
+    daemon = executor._CHECKPOINT_PROCESS
+    if daemon is not None:
+        executor._CHECKPOINT_PROCESS = None
+        daemon.__del__()
+
+
 def main() -> None:
     job = json.loads(sys.argv[1])
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -298,11 +322,13 @@ def main() -> None:
     for checkpoint, case, layout in job.get("load", []):
         load_checkpoint(checkpoint, case, layout, world)
     edges = {checkpoint: load_edges(checkpoint) for checkpoint in job.get("load_edges", [])}
-    saved = {case: save_case(case, world, case in job.get("async", []))
+    saved = {case: save_case(case, world, case in job.get("async", []),
+                             case in job.get("async_process", []))
              for case in job.get("save", [])}
     saved_edges = save_edges(world) if job.get("save_edges") else None
     Path(f"{rank}.json").write_text(json.dumps({"saved": saved, "edges": edges,
                                                 "saved_edges": saved_edges}))
+    stop_background_saver()
     dist.barrier()
     dist.destroy_process_group()
     sys.stdout.flush()

@@ -5,18 +5,22 @@ Real gloo ranks (sharding_worker.py) train small models sharded as FSDP2
 parallel + FSDP2 (strided) shard them, on meshes whose splits are uneven and
 leave ranks empty shards (issue 27: a tensor with fewer rows than ranks failed
 every rank's save). Each saves through ``dcp.save`` with OCF's StorageWriter,
-through ``ocf.distributed.torch.save``, and once through ``dcp.async_save``:
+through ``ocf.distributed.torch.save``, and FSDP2 through ``dcp.async_save``
+(in a thread, and on two ranks also in DCP's background process) while
+training goes on:
 
-- four ranks save; two and three ranks load in other layouts, and the full
-  state they then hold equals, bit for bit, the full state gathered when it
-  was saved; so does what one plain process reads;
-- two ranks save the model of issue 27 as it was reported; three load it;
+- two ranks save the model of issue 27 as it was reported; four and three
+  load it;
+- four ranks save every case; two and three load each in another layout;
+- after each load the full state the ranks hold equals, bit for bit, the
+  full state gathered when it was saved; so does what one plain process reads;
 - on the saving world size, a fresh model that loads the checkpoint trains
   the next steps to the losses of the run that went on without it.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -37,16 +41,29 @@ WORKER = HERE / "sharding_worker.py"
 TIMEOUT = 900
 CASES = ["fsdp", "fsdp-keep", "hsdp", "tp", "tp-fsdp"]
 ASYNC = ["fsdp"]  # saved through dcp.async_save as well
+ASYNC_PROCESS = 2  # the world size that also saves from DCP's background process
 
 
 def checkpoints(case: str, world: int) -> list[str]:
     name = f"{case}-w{world}"
-    return [name, f"{name}-torch"] + ([f"{name}-async"] if case in ASYNC else [])
+    saved = [name, f"{name}-torch"] + ([f"{name}-async"] if case in ASYNC else [])
+    return saved + ([f"{name}-async-process"] if case in ASYNC and world == ASYNC_PROCESS
+                    else [])
+
+
+def saved_state(out: Path, checkpoint: str) -> dict[str, np.ndarray]:
+    """The full state gathered when ``checkpoint`` (``<case>-w<world>...``) was saved."""
+    match = re.match(r".*-w\d", checkpoint)
+    assert match is not None
+    return npz(out / f"saved-{match.group()}.npz")
 
 
 # (checkpoint, case, layout it loads into) for each loading world size: each checkpoint
-# of four ranks is loaded by two and by three ranks, in another layout where one fits.
+# that two ranks save is loaded by four and by three, each that four save by two and three,
+# in another layout where one fits.
 LOADS: dict[int, list[tuple[str, str, str]]] = {
+    4: [("fsdp-w2", "fsdp", "hsdp"), ("fsdp-w2-torch", "fsdp", "fsdp"),
+        ("fsdp-w2-async", "fsdp", "fsdp-keep"), ("fsdp-w2-async-process", "fsdp", "fsdp")],
     2: [("fsdp-w4", "fsdp", "fsdp"), ("fsdp-w4-torch", "fsdp", "hsdp"),
         ("fsdp-w4-async", "fsdp", "fsdp-keep"),
         ("fsdp-keep-w4", "fsdp-keep", "fsdp"), ("fsdp-keep-w4-torch", "fsdp-keep", "hsdp"),
@@ -60,7 +77,7 @@ LOADS: dict[int, list[tuple[str, str, str]]] = {
         ("tp-w4", "tp", "tp"), ("tp-w4-torch", "tp", "fsdp"),
         ("tp-fsdp-w4", "tp-fsdp", "fsdp"), ("tp-fsdp-w4-torch", "tp-fsdp", "fsdp"),
         ("fsdp-w2", "fsdp", "fsdp"), ("fsdp-w2-torch", "fsdp", "hsdp"),
-        ("fsdp-w2-async", "fsdp", "fsdp")],
+        ("fsdp-w2-async", "fsdp", "fsdp"), ("fsdp-w2-async-process", "fsdp", "hsdp")],
 }
 EDGES = ["edges-w4", "edges-w4-torch"]
 
@@ -71,20 +88,27 @@ def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def saved_on_4(out: Path) -> list[dict[str, Any]]:
-    return ranks.run(WORKER, {"out": str(out), "save": CASES, "async": ASYNC,
-                              "save_edges": True}, 4, TIMEOUT)
+def saved_on_2(out: Path) -> list[dict[str, Any]]:
+    """Two ranks save the model of issue 27 as it was reported."""
+    return ranks.run(WORKER, {"out": str(out), "save": ["fsdp"], "async": ASYNC,
+                              "async_process": ASYNC}, 2, TIMEOUT)
 
 
 @pytest.fixture(scope="module")
-def on_2(out: Path, saved_on_4: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Two ranks load what four saved, then save the model of issue 27."""
-    return ranks.run(WORKER, {"out": str(out), "load": LOADS[2], "load_edges": EDGES,
-                              "save": ["fsdp"], "async": ASYNC}, 2, TIMEOUT)
+def on_4(out: Path, saved_on_2: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Four ranks load what two saved, then save every case."""
+    return ranks.run(WORKER, {"out": str(out), "load": LOADS[4], "save": CASES,
+                              "async": ASYNC, "save_edges": True}, 4, TIMEOUT)
 
 
 @pytest.fixture(scope="module")
-def on_3(out: Path, on_2: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def on_2(out: Path, on_4: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return ranks.run(WORKER, {"out": str(out), "load": LOADS[2], "load_edges": EDGES},
+                     2, TIMEOUT)
+
+
+@pytest.fixture(scope="module")
+def on_3(out: Path, on_4: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return ranks.run(WORKER, {"out": str(out), "load": LOADS[3], "load_edges": EDGES},
                      3, TIMEOUT)
 
@@ -95,10 +119,10 @@ def npz(path: Path) -> dict[str, np.ndarray]:
 
 
 def test_ranks_left_without_elements_save_and_every_element_is_stored_once(
-        out: Path, saved_on_4: list[dict[str, Any]], on_2: list[dict[str, Any]]) -> None:
-    # Fewer rows than ranks: 3 of 4 ranks held nothing of "short", and every rank
+        out: Path, on_4: list[dict[str, Any]]) -> None:
+    # Fewer rows than ranks: 2 of 4 ranks held nothing of "short", and every rank
     # nothing of the tensors without elements, yet each rank saved.
-    assert [r["saved_edges"]["empty"] for r in saved_on_4] == \
+    assert [r["saved_edges"]["empty"] for r in on_4] == \
         [["no-columns", "no-rows"]] * 2 + [["no-columns", "no-rows", "short"]] * 2
     for name in ["fsdp-w4", "fsdp-w2", "edges-w4", "edges-w4-torch"]:
         with ocf.open(out / name) as checkpoint:
@@ -108,8 +132,9 @@ def test_ranks_left_without_elements_save_and_every_element_is_stored_once(
                 stored = sum(int(np.prod(s.extent)) for s in info.slices) \
                     if info.slices else int(np.prod(info.shape))
                 assert stored == int(np.prod(info.shape)), (name, key)
-    with ocf.open(out / "fsdp-w4") as checkpoint:
-        assert list(checkpoint["model.4.weight"].shape) == [1, 33]  # the tensor of issue 27
+    for name in ["fsdp-w4", "fsdp-w2"]:
+        with ocf.open(out / name) as checkpoint:  # the tensor of issue 27
+            assert list(checkpoint["model.4.weight"].shape) == [1, 33]
 
 
 @pytest.mark.parametrize("world", [2, 3])
@@ -125,10 +150,10 @@ def test_tensors_without_elements_for_some_ranks_load_on_other_world_sizes(
 
 @pytest.mark.parametrize("world", [4, 2])
 def test_on_the_saving_world_size_the_next_losses_equal_the_uninterrupted_run(
-        world: int, saved_on_4: list[dict[str, Any]], on_2: list[dict[str, Any]]) -> None:
-    results = {4: saved_on_4, 2: on_2}[world]
+        world: int, saved_on_2: list[dict[str, Any]], on_4: list[dict[str, Any]]) -> None:
+    results = {4: on_4, 2: saved_on_2}[world]
+    cases = CASES if world == 4 else ["fsdp"]
     for rank, result in enumerate(results):
-        cases = CASES if world == 4 else ["fsdp"]
         assert sorted(result["saved"]) == sorted(cases)
         for case in cases:
             run = result["saved"][case]
@@ -141,31 +166,29 @@ def test_on_the_saving_world_size_the_next_losses_equal_the_uninterrupted_run(
 @pytest.mark.parametrize("checkpoint", [c for case in CASES for c in checkpoints(case, 4)] +
                          checkpoints("fsdp", 2))
 def test_a_plain_process_reads_the_full_state_that_was_saved(
-        out: Path, checkpoint: str, on_2: list[dict[str, Any]]) -> None:
-    saved = npz(out / f"saved-{checkpoint.removesuffix('-torch').removesuffix('-async')}.npz")
-    assert_all_bit_exact(ocf.load_file(out / checkpoint), saved)
+        out: Path, checkpoint: str, on_4: list[dict[str, Any]]) -> None:
+    assert_all_bit_exact(ocf.load_file(out / checkpoint), saved_state(out, checkpoint))
 
 
 @pytest.mark.parametrize(("world", "checkpoint", "layout"),
                          [(w, c, lay) for w, loads in LOADS.items() for c, _, lay in loads])
 def test_another_world_size_loads_the_full_state_bit_exactly(
-        out: Path, world: int, checkpoint: str, layout: str,
+        out: Path, world: int, checkpoint: str, layout: str, on_4: list[dict[str, Any]],
         on_2: list[dict[str, Any]], on_3: list[dict[str, Any]]) -> None:
-    saved = npz(out / f"saved-{checkpoint.removesuffix('-torch').removesuffix('-async')}.npz")
-    loaded = npz(out / f"loaded-{checkpoint}-w{world}.npz")
-    assert_all_bit_exact(loaded, saved)
+    saved = saved_state(out, checkpoint)
+    assert_all_bit_exact(npz(out / f"loaded-{checkpoint}-w{world}.npz"), saved)
     assert any(np.any(v != 0) for k, v in saved.items() if "exp_avg" in k)  # trained state
 
 
-def test_the_cases_shard_as_they_say(saved_on_4: list[dict[str, Any]],
-                                     on_2: list[dict[str, Any]]) -> None:
+def test_the_cases_shard_as_they_say(saved_on_2: list[dict[str, Any]],
+                                     on_4: list[dict[str, Any]]) -> None:
     """The matrix covers what it claims: FSDP2's uneven splits leave ranks empty shards,
     HSDP and tensor parallelism replicate, FSDP2 over tensor parallelism strides."""
-    for results, world in ((saved_on_4, 4), (on_2, 2)):
+    for results, world in ((on_4, 4), (saved_on_2, 2)):
         last = results[-1]["saved"]["fsdp"]  # the last rank gets the short end of a split
         assert "model.4.weight" in last["empty"], world
         assert "optim.state.4.weight.exp_avg" in last["empty"], world
-    saved = saved_on_4[0]["saved"]
+    saved = on_4[0]["saved"]
     assert saved["fsdp"]["placements"] == ["Shard"]
     assert saved["hsdp"]["placements"] == ["Replicate", "Shard"]
     assert saved["tp"]["placements"] == ["Replicate", "Shard"]
