@@ -18,7 +18,8 @@ several cases, each a model sharded as training engines shard it (see
 - ``load`` (a list of [checkpoint, layout]): a fresh model in ``layout`` on
   this world size loads the checkpoint (a ``-torch`` one with ``load_into``,
   any other with ``dcp.load``), and rank 0 keeps the full state it then holds
-  as ``loaded-<checkpoint>-w<world>.npz``.
+  as ``loaded-<checkpoint>-w<world>.npz``; ``load_after`` the same once the
+  saves of the job are done.
 
 Step ``s`` trains on a batch drawn from seed ``s`` alone, each data-parallel
 rank taking its equal share of the rows, so every world size sees the same data.
@@ -326,6 +327,8 @@ def main() -> None:
                              case in job.get("async_process", []))
              for case in job.get("save", [])}
     saved_edges = save_edges(world) if job.get("save_edges") else None
+    for checkpoint, case, layout in job.get("load_after", []):  # what this job saved
+        load_checkpoint(checkpoint, case, layout, world)
     Path(f"{rank}.json").write_text(json.dumps({"saved": saved, "edges": edges,
                                                 "saved_edges": saved_edges}))
     stop_background_saver()

@@ -11,7 +11,8 @@ training goes on:
 
 - two ranks save the model of issue 27 as it was reported; four and three
   load it;
-- four ranks save every case; two and three load each in another layout;
+- four ranks save every case; two and three load each in another layout, and
+  four load some in another layout (into and out of TP + FSDP2 on 2 x 2);
 - after each load the full state the ranks hold equals, bit for bit, the
   full state gathered when it was saved; so does what one plain process reads;
 - on the saving world size, a fresh model that loads the checkpoint trains
@@ -79,6 +80,10 @@ LOADS: dict[int, list[tuple[str, str, str]]] = {
         ("fsdp-w2", "fsdp", "fsdp"), ("fsdp-w2-torch", "fsdp", "hsdp"),
         ("fsdp-w2-async", "fsdp", "fsdp"), ("fsdp-w2-async-process", "fsdp", "hsdp")],
 }
+# Loaded by the four ranks that saved them, in another layout: into tensor parallel +
+# FSDP2 (strided) on a 2 x 2 mesh, and from it.
+LOADS_AFTER_SAVE = [("tp-w4", "tp", "tp-fsdp"), ("tp-fsdp-w4-torch", "tp-fsdp", "tp"),
+                    ("hsdp-w4", "hsdp", "fsdp-keep")]
 EDGES = ["edges-w4", "edges-w4-torch"]
 
 
@@ -98,7 +103,8 @@ def saved_on_2(out: Path) -> list[dict[str, Any]]:
 def on_4(out: Path, saved_on_2: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Four ranks load what two saved, then save every case."""
     return ranks.run(WORKER, {"out": str(out), "load": LOADS[4], "save": CASES,
-                              "async": ASYNC, "save_edges": True}, 4, TIMEOUT)
+                              "async": ASYNC, "save_edges": True,
+                              "load_after": LOADS_AFTER_SAVE}, 4, TIMEOUT)
 
 
 @pytest.fixture(scope="module")
@@ -171,8 +177,9 @@ def test_a_plain_process_reads_the_full_state_that_was_saved(
 
 
 @pytest.mark.parametrize(("world", "checkpoint", "layout"),
-                         [(w, c, lay) for w, loads in LOADS.items() for c, _, lay in loads])
-def test_another_world_size_loads_the_full_state_bit_exactly(
+                         [(w, c, lay) for w, loads in LOADS.items() for c, _, lay in loads] +
+                         [(4, c, lay) for c, _, lay in LOADS_AFTER_SAVE])
+def test_another_world_size_or_layout_loads_the_full_state_bit_exactly(
         out: Path, world: int, checkpoint: str, layout: str, on_4: list[dict[str, Any]],
         on_2: list[dict[str, Any]], on_3: list[dict[str, Any]]) -> None:
     saved = saved_state(out, checkpoint)
