@@ -71,6 +71,9 @@ TP = (8, 12, 5)
 # The same for tensor parallel over 2 ranks and FSDP2 over 2: a column-parallel weight's
 # 5 local rows (of 10) split 3 and 2 by FSDP2, in a strided sharding.
 TP_FSDP = (8, 10, 5)
+# FSDP2 sharding weights on their columns: it refuses uneven splits on dim 1, so every
+# input size divides by 2, 3 and 4 (the biases, on dim 0, still split unevenly).
+COLUMNS = (12, 24, 12, 1)
 
 
 class Parallel:
@@ -112,17 +115,24 @@ def sequential(sizes: tuple[int, ...]) -> torch.nn.Sequential:
     return torch.nn.Sequential(*layers)
 
 
-def shard_layers(model: torch.nn.Module, mesh: DeviceMesh, reshard: bool) -> None:
-    """FSDP2 as its documentation applies it: each Linear, then the root."""
+def shard_layers(model: torch.nn.Module, mesh: DeviceMesh, reshard: bool,
+                 columns: bool = False) -> None:
+    """FSDP2 as its documentation applies it: each Linear, then the root; with
+    ``columns``, weights sharded on their columns (``shard_placement_fn``)."""
+    def placement(parameter: torch.nn.Parameter) -> Shard | None:
+        return Shard(1) if columns and parameter.ndim == 2 else None
+
     for layer in model:
         if isinstance(layer, torch.nn.Linear):
-            fully_shard(layer, mesh=mesh, reshard_after_forward=reshard)
+            fully_shard(layer, mesh=mesh, reshard_after_forward=reshard,
+                        shard_placement_fn=placement)
     fully_shard(model, mesh=mesh, reshard_after_forward=reshard)
 
 
-def fsdp(world: int, sizes: tuple[int, ...], reshard: bool = True) -> Parallel:
+def fsdp(world: int, sizes: tuple[int, ...], reshard: bool = True,
+         columns: bool = False) -> Parallel:
     model = sequential(sizes)
-    shard_layers(model, init_device_mesh("cpu", (world,)), reshard)
+    shard_layers(model, init_device_mesh("cpu", (world,)), reshard, columns)
     return Parallel(model, sizes, dist.get_rank(), world)
 
 
@@ -160,12 +170,14 @@ def tp_fsdp(world: int, sizes: tuple[int, ...]) -> Parallel:
 LAYOUTS: dict[str, Callable[[int, tuple[int, ...]], Parallel]] = {
     "fsdp": fsdp,
     "fsdp-keep": lambda world, sizes: fsdp(world, sizes, reshard=False),
+    "fsdp-columns": lambda world, sizes: fsdp(world, sizes, columns=True),
     "hsdp": hsdp,
     "tp": tp,
     "tp-fsdp": tp_fsdp,
 }
 # What each case saves: a layout and the model it shards.
 CASES = {"fsdp": ("fsdp", MLP), "fsdp-keep": ("fsdp-keep", MLP), "hsdp": ("hsdp", MLP),
+         "fsdp-columns": ("fsdp-columns", COLUMNS),
          "tp": ("tp", TP), "tp-fsdp": ("tp-fsdp", TP_FSDP)}
 
 
@@ -214,7 +226,8 @@ def save_case(case: str, world: int, with_async: bool, in_process: bool) -> dict
     for step in range(1, SAVE_AT + 1):
         parallel.step(step)
     state = parallel.state()
-    kinds = sorted({type(p).__name__ for value in flat_tensors(state).values()
+    kinds = sorted({f"{type(p).__name__}({p.dim})" if isinstance(p, Shard) else
+                    type(p).__name__ for value in flat_tensors(state).values()
                     if isinstance(value, DTensor) for p in value.placements})
     empty = sorted(key for key, value in flat_tensors(state).items()
                    if isinstance(value, DTensor) and value.to_local().numel() == 0)
@@ -250,12 +263,17 @@ def save_case(case: str, world: int, with_async: bool, in_process: bool) -> dict
     return {"uninterrupted": losses, "resumed": resumed, "placements": kinds, "empty": empty}
 
 
+EDGE_SAVERS = 4  # the world size that saves the edge tensors
+
+
 def edge_tensors() -> dict[str, torch.Tensor]:
-    """Tensors that leave ranks without elements: fewer rows than ranks, none at all."""
+    """Tensors that leave ranks without elements (fewer rows than ranks, none at all),
+    and one tensor per saving rank that only it holds, as pipeline stages hold theirs."""
     return {"short": torch.arange(6, dtype=torch.float64).reshape(2, 3),
             "no-rows": torch.zeros(0, 6, dtype=torch.bfloat16),
             "no-columns": torch.zeros(4, 0, dtype=torch.int32),
-            "plain-empty": torch.zeros(0, 3)}
+            "plain-empty": torch.zeros(0, 3),
+            **{f"stage{r}.weight": torch.full((2, 3), r + 0.5) for r in range(EDGE_SAVERS)}}
 
 
 # Placements of the edge tensors on a 1-D mesh: as saved, and as loaded.
@@ -274,18 +292,23 @@ def edge_state(placements: dict[str, list[Placement]], empty: bool) -> dict[str,
 
 
 def save_edges(world: int) -> dict[str, Any]:
-    """Save the edge tensors both ways; which of them this rank holds no element of."""
-    state = edge_state(EDGE_SAVED, empty=False)
+    """Save the edge tensors both ways, each rank its own stage only; which of them this
+    rank holds no element of."""
+    assert world == EDGE_SAVERS
+    rank = dist.get_rank()
+    state = {key: value for key, value in edge_state(EDGE_SAVED, empty=False).items()
+             if not key.startswith("stage") or key == f"stage{rank}.weight"}
     dcp.save(state, storage_writer=StorageWriter(f"edges-w{world}"))
-    distributed.save(f"edges-w{world}-torch", {
+    distributed.save(f"edges-w{world}-torch", {  # a plain tensor by the one rank it is of
         key: value for key, value in state.items()
-        if isinstance(value, DTensor) or dist.get_rank() == 0})
+        if isinstance(value, DTensor) or key.startswith("stage") or rank == 0})
     return {"empty": sorted(key for key, value in state.items()
                             if isinstance(value, DTensor) and value.to_local().numel() == 0)}
 
 
 def load_edges(checkpoint: str) -> dict[str, bool]:
-    """Load saved edge tensors into other placements; whether each equals its value."""
+    """Load saved edge tensors, every stage on every rank, into other placements; whether
+    each equals its value."""
     state = edge_state(EDGE_LOADED, empty=True)
     if checkpoint.endswith("-torch"):
         distributed.load_into(checkpoint, state)

@@ -1,10 +1,12 @@
 """Every sharding the training engines produce saves through OCF and loads on other meshes.
 
 Real gloo ranks (sharding_worker.py) train small models sharded as FSDP2
-(``reshard_after_forward`` True and False), HSDP, tensor parallel and tensor
+(``reshard_after_forward`` True and False, weights on their rows or, by
+``shard_placement_fn``, their columns), HSDP, tensor parallel and tensor
 parallel + FSDP2 (strided) shard them, on meshes whose splits are uneven and
 leave ranks empty shards (issue 27: a tensor with fewer rows than ranks failed
-every rank's save). Each saves through ``dcp.save`` with OCF's StorageWriter,
+every rank's save), plus DTensors without elements and tensors that one rank
+alone holds (as pipeline stages do). Each saves through ``dcp.save`` with OCF's StorageWriter,
 through ``ocf.distributed.torch.save``, and FSDP2 through ``dcp.async_save``
 (in a thread, and on two ranks also in DCP's background process) while
 training goes on:
@@ -40,7 +42,7 @@ WORKER = HERE / "sharding_worker.py"
 # Up to four ranks importing torch on a loaded 2-core machine: generous, never reached when
 # things work (a failing rank ends its job at once).
 TIMEOUT = 900
-CASES = ["fsdp", "fsdp-keep", "hsdp", "tp", "tp-fsdp"]
+CASES = ["fsdp", "fsdp-keep", "fsdp-columns", "hsdp", "tp", "tp-fsdp"]
 ASYNC = ["fsdp"]  # saved through dcp.async_save as well
 ASYNC_PROCESS = 2  # the world size that also saves from DCP's background process
 
@@ -68,12 +70,16 @@ LOADS: dict[int, list[tuple[str, str, str]]] = {
     2: [("fsdp-w4", "fsdp", "fsdp"), ("fsdp-w4-torch", "fsdp", "hsdp"),
         ("fsdp-w4-async", "fsdp", "fsdp-keep"),
         ("fsdp-keep-w4", "fsdp-keep", "fsdp"), ("fsdp-keep-w4-torch", "fsdp-keep", "hsdp"),
+        ("fsdp-columns-w4", "fsdp-columns", "fsdp-columns"),
+        ("fsdp-columns-w4-torch", "fsdp-columns", "fsdp"),
         ("hsdp-w4", "hsdp", "hsdp"), ("hsdp-w4-torch", "hsdp", "fsdp"),
         ("tp-w4", "tp", "tp-fsdp"), ("tp-w4-torch", "tp", "tp"),
         ("tp-fsdp-w4", "tp-fsdp", "tp"), ("tp-fsdp-w4-torch", "tp-fsdp", "fsdp")],
     3: [("fsdp-w4", "fsdp", "fsdp"), ("fsdp-w4-torch", "fsdp", "fsdp-keep"),
         ("fsdp-w4-async", "fsdp", "hsdp"),
         ("fsdp-keep-w4", "fsdp-keep", "hsdp"), ("fsdp-keep-w4-torch", "fsdp-keep", "fsdp"),
+        ("fsdp-columns-w4", "fsdp-columns", "fsdp"),
+        ("fsdp-columns-w4-torch", "fsdp-columns", "fsdp-columns"),
         ("hsdp-w4", "hsdp", "fsdp"), ("hsdp-w4-torch", "hsdp", "hsdp"),
         ("tp-w4", "tp", "tp"), ("tp-w4-torch", "tp", "fsdp"),
         ("tp-fsdp-w4", "tp-fsdp", "fsdp"), ("tp-fsdp-w4-torch", "tp-fsdp", "fsdp"),
@@ -85,6 +91,9 @@ LOADS: dict[int, list[tuple[str, str, str]]] = {
 LOADS_AFTER_SAVE = [("tp-w4", "tp", "tp-fsdp"), ("tp-fsdp-w4-torch", "tp-fsdp", "tp"),
                     ("hsdp-w4", "hsdp", "fsdp-keep")]
 EDGES = ["edges-w4", "edges-w4-torch"]
+# The edge tensors: fewer rows than ranks, no elements, and one per saving rank.
+EDGE_KEYS = ["short", "no-rows", "no-columns", "plain-empty"] + [
+    f"stage{r}.weight" for r in range(4)]
 
 
 @pytest.fixture(scope="module")
@@ -150,8 +159,7 @@ def test_tensors_without_elements_for_some_ranks_load_on_other_world_sizes(
     for rank, result in enumerate(results):
         assert sorted(result["edges"]) == EDGES
         for checkpoint, equal in result["edges"].items():
-            assert equal == dict.fromkeys(["short", "no-rows", "no-columns", "plain-empty"],
-                                          True), (rank, checkpoint)
+            assert equal == dict.fromkeys(EDGE_KEYS, True), (rank, checkpoint)
 
 
 @pytest.mark.parametrize("world", [4, 2])
@@ -195,8 +203,10 @@ def test_the_cases_shard_as_they_say(saved_on_2: list[dict[str, Any]],
         last = results[-1]["saved"]["fsdp"]  # the last rank gets the short end of a split
         assert "model.4.weight" in last["empty"], world
         assert "optim.state.4.weight.exp_avg" in last["empty"], world
-    saved = on_4[0]["saved"]
-    assert saved["fsdp"]["placements"] == ["Shard"]
-    assert saved["hsdp"]["placements"] == ["Replicate", "Shard"]
-    assert saved["tp"]["placements"] == ["Replicate", "Shard"]
+    saved = on_4[-1]["saved"]
+    assert "model.4.bias" in saved["fsdp-columns"]["empty"]
+    assert saved["fsdp"]["placements"] == ["Shard(0)"]
+    assert saved["fsdp-columns"]["placements"] == ["Shard(0)", "Shard(1)"]
+    assert saved["hsdp"]["placements"] == ["Replicate", "Shard(0)"]
+    assert saved["tp"]["placements"] == ["Replicate", "Shard(0)", "Shard(1)"]
     assert "_StridedShard" in saved["tp-fsdp"]["placements"]
