@@ -67,7 +67,6 @@ def loss_of(tree: dict[str, Any]) -> Any:
     return jnp.mean(hidden ** 2) + jnp.mean(tree["emb"] ** 2) * 1e-2
 
 
-@jax.jit
 def train_step(tree: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     trained = {key: tree[key] for key in ("w", "b", "emb")}
     loss, grads = jax.value_and_grad(loss_of)(trained)
@@ -78,9 +77,14 @@ def train_step(tree: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
 
 
 def steps(tree: dict[str, Any], count: int) -> tuple[list[float], dict[str, Any]]:
+    """``count`` training steps; every leaf keeps its sharding (XLA may pick others for
+    the outputs of a jitted function, a leaf without elements replicated)."""
+    shardings = {key: value.sharding for key, value in tree.items()}
+    mesh = shardings["w"].mesh
+    step = jax.jit(train_step, out_shardings=(NamedSharding(mesh, P()), shardings))
     losses = []
     for _ in range(count):
-        loss, tree = train_step(tree)
+        loss, tree = step(tree)
         losses.append(float(loss))
     return losses, tree
 
@@ -93,6 +97,7 @@ def targets(mesh: Mesh, specs: dict[str, P]) -> dict[str, Any]:
 
 def save(job: dict[str, Any], mesh: Mesh) -> dict[str, Any]:
     _, tree = steps(placed(mesh, SAVED, initial_tree()), SAVE_AT)
+    specs = {key: str(value.sharding.spec) for key, value in tree.items()}
     distributed.save(job["path"], tree)
     full = {key: np.asarray(multihost_utils.process_allgather(value, tiled=True))
             for key, value in tree.items()}
@@ -100,7 +105,7 @@ def save(job: dict[str, Any], mesh: Mesh) -> dict[str, Any]:
         np.savez("saved.npz", **full)
     uninterrupted, _ = steps(tree, AFTER)
     resumed, _ = steps(distributed.restore(job["path"], targets(mesh, SAVED)), AFTER)
-    return {"uninterrupted": uninterrupted, "resumed": resumed}
+    return {"uninterrupted": uninterrupted, "resumed": resumed, "specs": specs}
 
 
 def restore(job: dict[str, Any], mesh: Mesh) -> dict[str, Any]:

@@ -58,6 +58,16 @@ def test_a_plain_process_reads_the_full_tree_once_stored(
         assert checkpoint["empty"].slices == ()  # stored whole by one process
 
 
+def test_the_leaves_are_saved_with_the_shardings_they_say(
+        saved: tuple[Path, list[dict[str, Any]]]) -> None:
+    _, results = saved
+    for result in results:
+        assert result["specs"] == {
+            "w": "P('data', 'model')", "b": "P('model',)", "emb": "P(None, 'model')",
+            "fused": "P(('data', 'model'), None)", "table": "P()", "empty": "P('data',)",
+            "step": "P()"}
+
+
 def test_on_the_saving_process_count_the_next_losses_equal_the_uninterrupted_run(
         saved: tuple[Path, list[dict[str, Any]]]) -> None:
     _, results = saved
