@@ -88,8 +88,8 @@ LOADS: dict[int, list[tuple[str, str, str]]] = {
 }
 # Loaded by the four ranks that saved them, in another layout: into tensor parallel +
 # FSDP2 (strided) on a 2 x 2 mesh, and from it.
-LOADS_AFTER_SAVE = [("tp-w4", "tp", "tp-fsdp"), ("tp-fsdp-w4-torch", "tp-fsdp", "tp"),
-                    ("hsdp-w4", "hsdp", "fsdp-keep")]
+LOADS_AFTER_SAVE = [("tp-w4", "tp", "tp-fsdp"), ("tp-w4-torch", "tp", "tp-fsdp"),
+                    ("tp-fsdp-w4-torch", "tp-fsdp", "tp"), ("hsdp-w4", "hsdp", "fsdp-keep")]
 EDGES = ["edges-w4", "edges-w4-torch"]
 # The edge tensors: fewer rows than ranks, no elements, and one per saving rank.
 EDGE_KEYS = ["short", "no-rows", "no-columns", "plain-empty"] + [
