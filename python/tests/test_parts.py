@@ -145,6 +145,50 @@ def test_a_part_may_write_nothing(tmp_path: Path) -> None:
     _assert_holds(tmp_path, {"x": np.ones(3)})
 
 
+@pytest.mark.parametrize("tile_bytes", [None, 64])
+def test_an_empty_box_stores_nothing_and_the_other_parts_boxes_tile_the_tensor(
+        tmp_path: Path, tile_bytes: int | None) -> None:
+    # FSDP2's split of a [1, 33] weight over 3 ranks: rank 0 holds the row, ranks 1 and 2
+    # boxes of shape [0, 33] at [1, 0] (issue 27: every rank's save failed).
+    weight = np.arange(33, dtype=np.float32).reshape(1, 33)
+    for part in range(3):
+        box = weight[:1] if part == 0 else weight[1:]
+        write_part(tmp_path, {"w": Slice(box, (min(part, 1), 0), (1, 33))}, part=part, parts=3,
+                   save_id=SAVE, tile_bytes=tile_bytes)
+    merge_parts(tmp_path, save_id=SAVE, parts=3)
+    _assert_holds(tmp_path, {"w": weight})
+    with ocf.open(tmp_path) as reader:
+        assert all(0 not in s.extent for s in reader["w"].slices)
+
+
+@pytest.mark.parametrize(("shape", "boxes"), [
+    ((0, 6), [((0, 0), (0, 6))] * 3),                      # rows split: every box at the origin
+    ((4, 0), [((0, 0), (2, 0)), ((2, 0), (2, 0))]),        # 4 rows of nothing
+    ((0, 6), [((0, 0), (0, 3)), ((0, 3), (0, 3))]),        # columns of nothing
+])
+def test_a_tensor_without_elements_is_stored_whole_by_the_part_with_the_origin_box(
+        tmp_path: Path, shape: tuple[int, int], boxes: list[tuple[tuple[int, int],
+                                                                  tuple[int, int]]]) -> None:
+    # With several boxes at the origin (rows split), only the first part writes it: a DCP
+    # planner deduplicates the same box, ocf.distributed.torch.save picks one rank.
+    seen = set()
+    for part, (start, extent) in enumerate(boxes):
+        tensors = {} if start in seen else {"e": Slice(np.zeros(extent, np.int16), start,
+                                                         shape)}
+        seen.add(start)
+        write_part(tmp_path, tensors, part=part, parts=len(boxes), save_id=SAVE)
+    merge_parts(tmp_path, save_id=SAVE, parts=len(boxes))
+    _assert_holds(tmp_path, {"e": np.zeros(shape, np.int16)})
+    with ocf.open(tmp_path) as reader:
+        assert reader["e"].slices == ()
+
+
+def test_an_empty_box_outside_its_tensor_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ocf.InvalidError, match=r"'w'.*\[0, 3\] at \[5, 0\].*R-SLICE-001"):
+        write_part(tmp_path, {"w": Slice(np.zeros((0, 3)), (5, 0), (4, 3))}, part=0, parts=2,
+                   save_id=SAVE)
+
+
 def test_part_writer_used_directly_as_a_context_manager(tmp_path: Path) -> None:
     grid = np.arange(16, dtype=np.uint8).reshape(4, 4)
     for part in range(2):

@@ -87,7 +87,8 @@ def save(path: str | os.PathLike[str], tensors: Mapping[str, object], *,
     or DTensors (FSDP2's parameters and optimizer states, tensor parallel
     shards: each rank stores its local shard as a box of the global tensor;
     of replicas, only the rank at coordinate 0 of the replicated mesh
-    dimensions stores one).
+    dimensions stores one; a rank whose shard an uneven split leaves empty
+    stores nothing of it).
     Rank 0's ``metadata`` and ``object_graph`` are stored; other ranks' are
     ignored. ``options`` go to the writer (compression, chunk_size, which is
     :data:`RESHARD_CHUNK_SIZE` unless given, tile_bytes, which is
@@ -267,8 +268,15 @@ def _from_rank_0(value: object, group: dist.ProcessGroup | None) -> Any:
 def _numpy(key: str, value: object) -> object:
     """Torch tensors (whole or as a Slice's value) as NumPy arrays, sharing memory; a
     DTensor as the Slice of the global tensor this rank holds, or None when another
-    rank holds the same replica."""
+    rank holds the same replica, or when this rank's shard holds no element (the other
+    ranks' shards hold them all). A DTensor without elements is stored whole, once: by
+    the rank at coordinate 0 of every mesh dimension."""
     if isinstance(value, DTensor):
+        if value.numel() == 0:
+            _local_box(key, value)  # refuses what it refuses for any DTensor
+            if not _first_in_mesh(value):
+                return None
+            return np.empty(tuple(value.shape), to_numpy(value.to_local(), key).dtype)
         box = _local_box(key, value)
         if box is None or not _writes_replica(value):
             return None
@@ -338,6 +346,12 @@ def _writes_replica(value: DTensor) -> bool:
     if coordinate is None:  # this rank is not in the tensor's mesh
         return False
     return all(c == 0 for c, p in zip(coordinate, value.placements) if p.is_replicate())
+
+
+def _first_in_mesh(value: DTensor) -> bool:
+    """Whether this rank is at coordinate 0 of every dimension of the tensor's mesh."""
+    coordinate = value.device_mesh.get_coordinate()
+    return coordinate is not None and not any(coordinate)
 
 
 def _target_region(key: str, target: object) -> tuple[slice, ...] | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from math import prod
 from typing import Any
 
 import numpy as np
@@ -134,8 +135,19 @@ class PartWriter(Writer):
     def write_slice(self, key: str, array: np.ndarray, start: Sequence[int],
                     shape: Sequence[int]) -> None:
         """Store ``array`` as the box at ``start`` of the tensor ``key`` of global
-        ``shape``; as tiles, each a slice, when ``tile_bytes`` asks for them."""
+        ``shape``; as tiles, each a slice, when ``tile_bytes`` asks for them.
+
+        A box without elements (the local shard of a rank that an uneven split
+        leaves empty) stores nothing: the other parts' boxes tile the tensor.
+        Of a tensor without elements, which is stored whole by one part
+        [R-PART-001], the box at the origin stores the whole tensor and any
+        other box nothing, so the part holding the origin box holds it.
+        """
         array = np.asarray(array)
+        if array.size == 0 and _inside(array, start, shape):
+            if prod(int(d) for d in shape) == 0 and not any(int(b) for b in start):
+                self.write(key, np.empty(tuple(int(d) for d in shape), array.dtype))
+            return
         if not _wants_tiles(self.tile_bytes, array, start, shape):
             super().write_slice(key, array, start, shape)
             self._keys.add(key)
@@ -206,8 +218,16 @@ def _wants_tiles(tile_bytes: int | None, array: np.ndarray, start: Sequence[int]
         return False
     try:
         fixed = not dtypes.for_array(array).is_bytes
-        start, shape = tuple(int(x) for x in start), tuple(int(x) for x in shape)
     except (OCFError, TypeError, ValueError):
         return False
-    return fixed and len(start) == len(shape) == array.ndim and all(
-        b >= 0 and b + e <= d for b, e, d in zip(start, array.shape, shape))
+    return fixed and _inside(array, start, shape)
+
+
+def _inside(array: np.ndarray, start: Sequence[int], shape: Sequence[int]) -> bool:
+    """Whether ``array`` is a box (possibly empty) inside ``shape`` at ``start``."""
+    try:
+        start, shape = tuple(int(x) for x in start), tuple(int(x) for x in shape)
+    except (TypeError, ValueError):
+        return False
+    return len(start) == len(shape) == array.ndim and all(
+        b >= 0 and d >= 0 and b + e <= d for b, e, d in zip(start, array.shape, shape))
