@@ -1,18 +1,30 @@
-"""Throughput of one save by 1, 2 and 4 writer processes, against each engine's own format.
+"""Throughput of saves by 1, 2 and 4 writer processes, and of resharded loads, against
+each engine's own format.
 
-    .venv/bin/python python/benchmarks/bench_scaling.py [--mib 512] [--repeat 3] [--quick]
+    .venv/bin/python python/benchmarks/bench_scaling.py [--mib 128,1024] [--repeat 3]
+        [--s3-mib 128] [--quick]
 
 The state is ``--mib`` MiB of float32 in 8 tensors, split by rows over the
-writers (each holds its share only). Every writer is a real process; all
-start a save together after a barrier, and the save ends when the slowest
-returns (every system below returns only once its checkpoint is complete).
+writers (each holds its share only); every size in the list is a run of its
+own. Every writer is a real process; all start a save together after a
+barrier, and the save ends when the slowest returns (every system below
+returns only once its checkpoint is complete).
 
 - torch engine (gloo group, DTensors sharded on a 1-D mesh): ``raw`` (each
   rank writes its bytes to a file of its own and fsyncs: the floor),
   ``ocf`` (``ocf.distributed.torch.save``: parts, then rank 0 merges),
   ``dcp`` (``torch.distributed.checkpoint.save`` with its FileSystemWriter),
   ``ocf-dcp`` (``dcp.save`` with ``ocf.distributed.dcp.StorageWriter``), and
-  ``ocf-s3`` (``ocf.distributed.torch.save`` to a moto S3 server on loopback).
+  ``ocf-s3`` (``ocf.distributed.torch.save`` to a moto S3 server on loopback)
+  against ``raw-s3`` (each rank puts its bytes as one object, a multipart
+  upload of 16 MiB parts, 4 in flight: the floor of that server), at
+  ``--s3-mib`` MiB (moto keeps every object in its own memory).
+- resharded load (torch engine): the checkpoints OCF and DCP saved on 4
+  writers, loaded by 2 and by 3 processes into DTensors sharded by rows
+  (``Shard(0)``) and by columns (``Shard(1)``): ``ocf-load``
+  (``ocf.distributed.torch.load_into``, with the stored bytes it read over
+  the bytes the rank needs) and ``dcp-load`` (``dcp.load`` of DCP's own
+  checkpoint), ratios to DCP's.
 - jax engine (``jax.distributed`` on loopback, one CPU device a process):
   ``ocf`` (``ocf.distributed.jax.save``) and ``orbax``
   (``orbax.checkpoint.StandardCheckpointer``, waited for).
@@ -20,8 +32,9 @@ returns (every system below returns only once its checkpoint is complete).
 Reported per system and writer count: the median over ``--repeat`` saves of
 the whole save's MB/s (state bytes / slowest writer's time), the slowest
 and the fastest writer's stall (time inside the save call), and the ratio of
-the time to the raw floor's with the same writers. Progress on stderr, the
-Markdown table on stdout. One machine: the writers share its cores and disk.
+the time to the raw floor's with the same writers (to ``raw-s3`` on S3).
+Progress on stderr, the Markdown tables on stdout. One machine: the writers
+share its cores and disk.
 """
 
 from __future__ import annotations
@@ -57,6 +70,16 @@ def _shares(mib: int, rank: int, world: int) -> dict[str, np.ndarray]:
 
 
 def _torch_worker(job: dict[str, Any], rank: int, world: int) -> list[float]:
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=job["init"], rank=rank, world_size=world)
+    run = _torch_load if job["system"].endswith("-load") else _torch_save
+    times = run(job, rank, world)
+    dist.destroy_process_group()
+    return times
+
+
+def _torch_save(job: dict[str, Any], rank: int, world: int) -> list[float]:
     import torch
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
@@ -66,14 +89,13 @@ def _torch_worker(job: dict[str, Any], rank: int, world: int) -> list[float]:
     from ocf.distributed import torch as ocf_torch
     from ocf.distributed.dcp import StorageWriter
 
-    dist.init_process_group("gloo", init_method=job["init"], rank=rank, world_size=world)
     mesh = init_device_mesh("cpu", (world,))
     local = _shares(job["mib"], rank, world)
     state = {k: DTensor.from_local(torch.from_numpy(v), mesh, [Shard(0)]) for k, v in
              local.items()}
     times = []
     for n in range(job["repeat"] + 1):  # the first is a warm-up
-        target = f"{job['dir']}/{job['system']}-{n}"
+        target = job.get("target") or f"{job['dir']}/{job['system']}-{n}"
         dist.barrier()
         start = time.perf_counter()
         if job["system"] == "raw":
@@ -83,6 +105,8 @@ def _torch_worker(job: dict[str, Any], rank: int, world: int) -> list[float]:
                     f.write(memoryview(value).cast("B"))
                 f.flush()
                 os.fsync(f.fileno())
+        elif job["system"] == "raw-s3":
+            _put_parallel(job, f"{job['url']}/{n}/{rank}.bin", local.values())
         elif job["system"] == "ocf":
             ocf_torch.save(target, state)
         elif job["system"] == "ocf-s3":
@@ -93,8 +117,73 @@ def _torch_worker(job: dict[str, Any], rank: int, world: int) -> list[float]:
             dcp.save(state, storage_writer=StorageWriter(target))
         times.append(time.perf_counter() - start)
         dist.barrier()
-    dist.destroy_process_group()
     return times[1:]
+
+
+def _put_parallel(job: dict[str, Any], url: str, values: Any) -> None:
+    """The S3 floor: the rank's bytes as one multipart upload, parts of 16 MiB, 4 in
+    flight, straight through s3fs's requests (what a tuned uploader does)."""
+    import io
+    from concurrent.futures import ThreadPoolExecutor
+
+    import fsspec
+
+    fs = fsspec.filesystem("s3", **job["storage_options"])
+    bucket, key, _ = fs.split_path(url)
+    upload = fs.call_s3("create_multipart_upload", Bucket=bucket, Key=key)["UploadId"]
+    part, size = io.BytesIO(), 16 << 20
+
+    def send(number: int, body: io.BytesIO) -> dict[str, Any]:
+        body.seek(0)
+        out = fs.call_s3("upload_part", Bucket=bucket, Key=key, UploadId=upload,
+                         PartNumber=number, Body=body)
+        return {"PartNumber": number, "ETag": out["ETag"]}
+
+    with ThreadPoolExecutor(4) as pool:
+        sent = []
+        for value in values:
+            data, at = memoryview(value).cast("B"), 0
+            while at < data.nbytes:
+                take = min(size - part.tell(), data.nbytes - at)
+                part.write(data[at:at + take])
+                at += take
+                if part.tell() == size:
+                    sent.append(pool.submit(send, len(sent) + 1, part))
+                    part = io.BytesIO()
+        if part.tell():
+            sent.append(pool.submit(send, len(sent) + 1, part))
+        parts = [s.result() for s in sent]
+    fs.call_s3("complete_multipart_upload", Bucket=bucket, Key=key, UploadId=upload,
+               MultipartUpload={"Parts": parts})
+
+
+def _torch_load(job: dict[str, Any], rank: int, world: int) -> list[float]:
+    """Load the checkpoint ``job["source"]`` saved on 4 writers into DTensors split
+    along ``job["axis"]``; the times, then the stored bytes read over those needed."""
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    from ocf.distributed import torch as ocf_torch
+
+    mesh = init_device_mesh("cpu", (world,))
+    cols = job["mib"] * (1 << 20) // (4 * TENSORS * ROWS)
+    state = {f"layer{i}/w": distribute_tensor(torch.empty(ROWS, cols), mesh,
+                                              [Shard(job["axis"])]) for i in range(TENSORS)}
+    needed = sum(t.to_local().numel() * 4 for t in state.values())
+    times, read = [], 0
+    for _ in range(job["repeat"] + 1):
+        dist.barrier()
+        start = time.perf_counter()
+        if job["system"] == "ocf-load":
+            read = ocf_torch.load_into(job["source"], state)
+        else:
+            dcp.load(state, checkpoint_id=job["source"])
+        times.append(time.perf_counter() - start)
+        dist.barrier()
+    return [*times[1:], read / needed]
 
 
 def _jax_worker(job: dict[str, Any], rank: int, world: int) -> list[float]:
@@ -168,12 +257,89 @@ def measure(job: dict[str, Any], world: int, base: Path) -> list[list[float]]:
     return times
 
 
+def _save_rows(args: argparse.Namespace, mib: int, base: Path, server: Any,
+               sources: dict[str, str]) -> list[tuple[Any, ...]]:
+    """Every save system at every writer count; the 4-writer OCF and DCP checkpoints
+    are kept in ``sources`` for the loads."""
+    systems = [("torch", "raw"), ("torch", "ocf"), ("torch", "ocf-dcp"), ("torch", "dcp"),
+               ("jax", "ocf"), ("jax", "orbax")]
+    if server is not None and mib <= args.s3_mib:
+        systems += [("torch", "raw-s3"), ("torch", "ocf-s3")]
+    rows = []
+    floor: dict[str, float] = {}
+    for world in (int(w) for w in args.writers.split(",")):
+        for engine, system in systems:
+            job: dict[str, Any] = {"engine": engine, "system": system, "mib": mib,
+                                   "repeat": args.repeat}
+            if system.endswith("-s3"):
+                job["url"] = f"s3://{server.new_bucket()}/ckpt"
+                job["storage_options"] = server.storage_options
+            print(f"{mib} MiB: {engine} {system} x{world} ...", file=sys.stderr, flush=True)
+            times = measure(job, world, base)
+            wall = statistics.median(max(t[n] for t in times) for n in range(args.repeat))
+            fastest = statistics.median(min(t[n] for t in times) for n in range(args.repeat))
+            if system.startswith("raw"):
+                floor[system] = wall
+            ratio = wall / floor["raw-s3" if system.endswith("-s3") else "raw"]
+            rows.append((mib, engine, system, world, mib * 1.048576 / wall, wall, fastest, ratio))
+        if world == 4:
+            for system in ("ocf", "dcp"):  # one more save each, kept for the loads
+                sources[system] = str(base / f"source-{mib}-{system}")
+                measure({"engine": "torch", "system": system, "mib": mib, "repeat": 0,
+                         "target": sources[system]}, world, base)
+    return rows
+
+
+def _load_rows(args: argparse.Namespace, mib: int, base: Path,
+               sources: dict[str, str]) -> list[tuple[Any, ...]]:
+    """Resharded loads of the 4-writer checkpoints by 2 and 3 processes, by rows and by
+    columns: OCF's load_into and DCP's load of its own checkpoint."""
+    rows = []
+    for world, axis in ((w, a) for w in (2, 3) for a in (0, 1)):
+        dcp_wall = 0.0
+        for system, source in (("dcp-load", sources["dcp"]), ("ocf-load", sources["ocf"])):
+            job = {"engine": "torch", "system": system, "mib": mib, "repeat": args.repeat,
+                   "source": source, "axis": axis}
+            print(f"{mib} MiB: {system} x{world} axis {axis} ...", file=sys.stderr, flush=True)
+            results = measure(job, world, base)
+            wall = statistics.median(max(t[n] for t in results) for n in range(args.repeat))
+            dcp_wall = dcp_wall or wall
+            amplification = max(t[-1] for t in results) if system == "ocf-load" else None
+            rows.append((mib, system, world, "rows" if axis == 0 else "columns", wall,
+                         wall / dcp_wall, amplification))
+    return rows
+
+
+def _print_tables(args: argparse.Namespace, saves: list[tuple[Any, ...]],
+                  loads: list[tuple[Any, ...]]) -> None:
+    print(f"float32 in {TENSORS} tensors split by rows; median of {args.repeat} after a "
+          f"warm-up; {os.cpu_count()} cores.\n")
+    print("| MiB | engine | system | writers | MB/s | slowest writer (s) | fastest writer (s) "
+          "| time / raw floor |")
+    print("|--:|---|---|--:|--:|--:|--:|--:|")
+    for mib, engine, system, world, rate, wall, fastest, ratio in saves:
+        print(f"| {mib} | {engine} | {system} | {world} | {rate:.0f} | {wall:.3f} | "
+              f"{fastest:.3f} | {ratio:.2f}x |")
+    if not loads:
+        return
+    print("\nResharded loads of the checkpoints saved by 4 writers (ocf: "
+          "ocf.distributed.torch.save; dcp: its FileSystemWriter).\n")
+    print("| MiB | system | loaders | split | slowest loader (s) | time / dcp-load "
+          "| stored bytes read / needed (worst rank) |")
+    print("|--:|---|--:|---|--:|--:|--:|")
+    for mib, system, world, split, wall, ratio, amplification in loads:
+        read = "-" if amplification is None else f"{amplification:.3f}"
+        print(f"| {mib} | {system} | {world} | {split} | {wall:.3f} | {ratio:.2f}x | {read} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--worker", help=argparse.SUPPRESS)
-    parser.add_argument("--mib", type=int, default=512)
+    parser.add_argument("--mib", default="128,1024", help="state sizes, comma-separated")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--writers", default="1,2,4")
+    parser.add_argument("--s3-mib", type=int, default=128,
+                        help="the largest state size also saved to S3 (moto holds it in memory)")
     parser.add_argument("--quick", action="store_true", help="64 MiB, 1 repeat, no S3")
     parser.add_argument("--dir", default=None, help="where checkpoints go (default: a temp dir)")
     args = parser.parse_args()
@@ -181,49 +347,31 @@ def main() -> None:
         worker(json.loads(args.worker))
         return
     if args.quick:
-        args.mib, args.repeat = 64, 1
+        args.mib, args.repeat, args.s3_mib = "64", 1, 0
     base = Path(tempfile.mkdtemp(prefix="ocf-scaling-", dir=args.dir))
-    systems = [("torch", "raw"), ("torch", "ocf"), ("torch", "ocf-dcp"), ("torch", "dcp"),
-               ("jax", "ocf"), ("jax", "orbax")]
     server = None
-    if not args.quick:
+    if args.s3_mib > 0:
         sys.path.insert(0, str(HERE.parent / "tests"))
         from s3server import start_server
 
         server = start_server(base / "moto.log")
-        systems.append(("torch", "ocf-s3"))
-    rows = []
-    floor: dict[int, float] = {}
+    saves: list[tuple[Any, ...]] = []
+    loads: list[tuple[Any, ...]] = []
     try:
-        for world in (int(w) for w in args.writers.split(",")):
-            for engine, system in systems:
-                job = {"engine": engine, "system": system, "mib": args.mib,
-                       "repeat": args.repeat}
-                if server is not None and system == "ocf-s3":
-                    job["url"] = f"s3://{server.new_bucket()}/ckpt"
-                    job["storage_options"] = server.storage_options
-                print(f"{engine} {system} x{world} ...", file=sys.stderr, flush=True)
-                times = measure(job, world, base)
-                wall = statistics.median(max(t[n] for t in times) for n in range(args.repeat))
-                fastest = statistics.median(min(t[n] for t in times) for n in range(args.repeat))
-                if system == "raw":
-                    floor[world] = wall
-                rows.append((engine, system, world, args.mib * 1.048576 / wall, wall, fastest,
-                             wall / floor[world]))
+        for mib in (int(m) for m in args.mib.split(",")):
+            sources: dict[str, str] = {}
+            saves += _save_rows(args, mib, base, server, sources)
+            if sources:
+                loads += _load_rows(args, mib, base, sources)
+            for source in sources.values():
+                shutil.rmtree(source, ignore_errors=True)
     finally:
         if server is not None:
             from s3server import stop_server
 
             stop_server(server)
         shutil.rmtree(base, ignore_errors=True)
-    print(f"{args.mib} MiB of float32 in {TENSORS} tensors split by rows; median of "
-          f"{args.repeat} saves after a warm-up; {os.cpu_count()} cores.\n")
-    print("| engine | system | writers | MB/s | slowest writer (s) | fastest writer (s) "
-          "| time / raw floor |")
-    print("|---|---|--:|--:|--:|--:|--:|")
-    for engine, system, world, rate, wall, fastest, ratio in rows:
-        print(f"| {engine} | {system} | {world} | {rate:.0f} | {wall:.3f} | {fastest:.3f} "
-              f"| {ratio:.2f}x |")
+    _print_tables(args, saves, loads)
 
 
 if __name__ == "__main__":
