@@ -86,9 +86,35 @@ class Tensors:
             return
         origin, starts, extents = _boxes_inside(key, array, start, boxes)
         corner = origin.tolist()
-        for box_start, extent in zip(starts.tolist(), extents.tolist()):
-            window = tuple(slice(b - o, b - o + e) for b, o, e in zip(box_start, corner, extent))
+        windows = [(box_start, tuple(slice(b - o, b - o + e) for b, o, e
+                                     in zip(box_start, corner, extent)))
+                   for box_start, extent in zip(starts.tolist(), extents.tolist())]
+        first_start, first_window = windows[0]
+        first = self._slice(key, array[first_window], first_start, shape)
+        yield first
+        if self._all_valid(first, array, origin, extents, shape):
+            # What _slice checks of each box holds for all of them, checked at once above
+            # (the tiles of a box: thousands of them): only the bytes are left.
+            boxes_of_row = self._boxes[first.row]
+            for box_start, window in windows[1:]:
+                tile = array[window]
+                box = (tuple(box_start), tile.shape)
+                boxes_of_row.append(box)
+                yield Item(first.row, first.dtype, to_raw(tile, first.dtype), box)
+            return
+        for box_start, window in windows[1:]:  # one at a time, raising where _slice does
             yield self._slice(key, array[window], box_start, shape)
+
+    def _all_valid(self, first: Item, array: np.ndarray, origin: np.ndarray,
+                   extents: np.ndarray, shape: Sequence[int]) -> bool:
+        """Whether every box of ``extents`` (inside the box of ``array`` at ``origin``,
+        which _boxes_inside checked) passes _slice's checks, given that the first did:
+        the same key, dtype and global shape; each box non-empty, the array's box
+        inside the global shape."""
+        bound = np.asarray([int(x) for x in shape], np.int64)
+        return (first.box is not None and len(bound) == array.ndim and bool(
+            (extents > 0).all()) and bool((origin >= 0).all())
+                and bool((origin + np.asarray(array.shape, np.int64) <= bound).all()))
 
     def check_slices(self, must_tile: bool, path: str | os.PathLike[str]) -> None:
         """At commit: the boxes of each tensor stored in slices tile its global shape
