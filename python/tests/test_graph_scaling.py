@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 from helpers import build_file, make_index
 from memory_support import traced_memory
 
@@ -115,3 +116,24 @@ def test_unmatched_paths_of_a_small_graph_are_a_sorted_list_of_strings(tmp_path:
     assert list(reversed(paths)) == ["a/a/a", "a/a", "a"]
     assert paths.index("a/a") == 1
     assert paths != ["a"]
+
+
+def test_bare_nodes_of_a_decoded_graph_share_empty_containers_that_refuse_changes(
+    tmp_path: Path
+) -> None:
+    source = open_source(chain_file(tmp_path / "c.ocf", 3), verify=False)
+    try:
+        graph = source.object_graph
+    finally:
+        source.close()
+    assert graph is not None
+    first, second = graph.nodes[0], graph.nodes[1]
+    assert first.attributes is second.attributes
+    assert first.slots is second.slots
+    assert first.metadata is second.metadata
+    with pytest.raises(TypeError, match="do not change"):
+        first.attributes["x"] = "k"
+    with pytest.raises(TypeError, match="do not change"):
+        first.slots.append(first.slots[0] if first.slots else None)  # type: ignore[arg-type]
+    assert first.attributes == {}
+    assert second.slots == []

@@ -31,7 +31,7 @@ from __future__ import annotations
 import functools
 import os
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,7 +89,9 @@ class _Session:
 
     opener: _Opener
     graph: ObjectGraph
-    scope: set[int]  # checkpoint nodes this restore is responsible for
+    # Checkpoint nodes this restore is responsible for, ascending: every node when it
+    # begins at the root (a checked graph's nodes are all reachable from it).
+    scope: Sequence[int]
     cast: bool  # values of another dtype than their object's are cast (else INVALID)
     # Run once, after the first pass is checked and before it hands over any value:
     # the strictness check of a restore without partial.
@@ -241,8 +243,8 @@ class _Session:
 
     def unmatched_nodes(self, *, holding_values: bool = False) -> list[int]:
         done = set(self.matched) | self.slots_done | self.pending_slots
-        return [n for n in sorted(self.scope - done)
-                if not holding_values or self.graph.nodes[n].attributes]
+        return [n for n in self.scope if n not in done
+                and (not holding_values or self.graph.nodes[n].attributes)]
 
     def unmatched_checkpoint_paths(self, *, holding_values: bool = False) -> CheckpointPaths:
         return CheckpointPaths(self.graph, self.unmatched_nodes(holding_values=holding_values))
@@ -326,7 +328,10 @@ def _restore(root: object, path: str, start: str, strict: bool, cast: bool,
     return status
 
 
-def _reachable(graph: ObjectGraph, begin: int) -> set[int]:
+def _reachable(graph: ObjectGraph, begin: int) -> Sequence[int]:
+    """The nodes reached from ``begin`` by child edges and slots, ascending."""
+    if begin == 0:  # the checks made sure the root reaches every node [R-GRAPH-005]
+        return range(len(graph.nodes))
     seen = {begin}
     todo = [begin]
     while todo:
@@ -335,7 +340,7 @@ def _reachable(graph: ObjectGraph, begin: int) -> set[int]:
             if nxt not in seen:
                 seen.add(nxt)
                 todo.append(nxt)
-    return seen
+    return sorted(seen)
 
 
 def check_restorable(value: object) -> None:
