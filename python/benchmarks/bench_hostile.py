@@ -74,8 +74,8 @@ def _model_and_optimizer(weights: int) -> tuple[dict[str, Any], dict[str, Any]]:
     return model, optimizer
 
 
-def _append_chain(path: Path, n: int) -> None:
-    """Rewrite the single file ``path`` with a chain of ``n`` nodes under its root."""
+def _rewrite_index(path: Path, edit: Any) -> None:
+    """Rewrite the single file ``path`` with its index changed by ``edit(index)``."""
     from ocf.format.checksum import crc32c
     from ocf.format.container import FOOTER_SIZE, padding
     from ocf.v1 import index_pb2
@@ -83,17 +83,26 @@ def _append_chain(path: Path, n: int) -> None:
     blob = path.read_bytes()
     offset, length, _, major, minor, magic = struct.unpack("<QQIHH8s", blob[-FOOTER_SIZE:])
     index = index_pb2.Index.FromString(blob[offset:offset + length])
-    first = len(index.object_graph.nodes)
-    index.object_graph.nodes[0].children.add(name="chain", node_id=first)
-    for i in range(n):
-        node = index.object_graph.nodes.add()
-        if i + 1 < n:
-            node.children.add(name="a", node_id=first + i + 1)
+    edit(index)
     data = index.SerializeToString(deterministic=True)
     region = blob[:offset]
     region += bytes(padding(len(region)))
     footer = struct.pack("<QQIHH8s", len(region), len(data), crc32c(data), major, minor, magic)
     path.write_bytes(region + data + footer)
+
+
+def _append_chain(path: Path, n: int) -> None:
+    """Rewrite the single file ``path`` with a chain of ``n`` nodes under its root."""
+
+    def append(index: Any) -> None:
+        first = len(index.object_graph.nodes)
+        index.object_graph.nodes[0].children.add(name="chain", node_id=first)
+        for i in range(n):
+            node = index.object_graph.nodes.add()
+            if i + 1 < n:
+                node.children.add(name="a", node_id=first + i + 1)
+
+    _rewrite_index(path, append)
 
 
 def child_chain(directory: str, n: int, weights: int, walk_all: int) -> dict[str, Any]:
@@ -152,18 +161,21 @@ def child_slices(directory: str, h: int) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     data = (np.arange(2 * h * h, dtype=np.uint64) % 251).astype(np.uint8).reshape(2 * h, h)
-    for variant in ("valid", "overlap"):
-        boxes = [((i, 0), (1, h)) for i in range(h)] + [((h, j), (h, 1)) for j in range(h)]
-        if variant == "overlap":
-            del boxes[0]
-            boxes[-2] = ((h, h - 2), (h, 2))
-        path = Path(directory) / f"{variant}.ocf"
-        with Writer(path) as writer:
-            writer.slices_must_tile = False  # the overlapping one is written on purpose
-            for start, extent in boxes:
-                box = tuple(slice(s, s + e) for s, e in zip(start, extent))
-                writer.write_slice("m", data[box], start, (2 * h, h))
-        ocf.open(path).close() if variant == "valid" else None  # imports, page cache
+    boxes = [((i, 0), (1, h)) for i in range(h)] + [((h, j), (h, 1)) for j in range(h)]
+    valid = Path(directory) / "valid.ocf"
+    with Writer(valid) as writer:
+        for start, extent in boxes:
+            box = tuple(slice(s, s + e) for s, e in zip(start, extent))
+            writer.write_slice("m", data[box], start, (2 * h, h))
+    overlap = Path(directory) / "overlap.ocf"
+    overlap.write_bytes(valid.read_bytes())
+
+    def move_row_0_onto_row_1(index: Any) -> None:
+        index.blocks.slice_starts[0] = 1  # the counts still add up; row 0 is left out
+
+    _rewrite_index(overlap, move_row_0_onto_row_1)
+    ocf.open(valid).close()  # imports, page cache
+    for variant, path in (("valid", valid), ("overlap", overlap)):
 
         def open_it(path: Path = path) -> str:
             try:

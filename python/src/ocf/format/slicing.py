@@ -269,8 +269,8 @@ def chunks_touching(
     start, extent = box
     if chunk_count == 0 or prod(extent) == 0:
         return np.zeros(0, dtype=np.int64)
-    if not shape:
-        return np.arange(chunk_count)
+    if not shape or chunk_count == 1 or tuple(extent) == tuple(shape):
+        return np.arange(chunk_count)  # every chunk: no runs to count (most small reads)
     strides = [prod(shape[d + 1 :]) for d in range(len(shape))]
     # Dimensions after `split` are selected whole, so each run spans them.
     split = len(shape) - 1
