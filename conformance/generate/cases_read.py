@@ -337,6 +337,20 @@ def rows_over_columns(h: int) -> list[tuple[list[int], list[int]]]:
     return ([([i, 0], [1, h]) for i in range(h)] + [([h, j], [h, 1]) for j in range(h)])
 
 
+LARGE_CROSS = 2048  # rows_over_columns(2048): 4096 slices, the limit [R-SLICE-004]
+
+
+def large_cross() -> bytes:
+    """The canonical bytes of the [2h, h] uint8 matrix of rows_over_columns(LARGE_CROSS)
+    whose every slice holds the bytes 0, 1, ..., 15, 0, ...: rows on top hold their
+    column number, columns below their row number (from h), modulo 16. Every slice
+    has the same bytes, so the case needs one Zstandard frame, of a few bytes."""
+    h = LARGE_CROSS
+    ramp = (np.arange(h) % 16).astype(np.uint8)
+    top = np.broadcast_to(ramp, (h, h))
+    return np.concatenate([top, top.T]).tobytes()
+
+
 def slices(suite: Suite) -> None:
     builder = Builder()
     builder.add("grid", "float32", [4, 6], samples.ramp("float32", [4, 6]),
@@ -376,6 +390,16 @@ def slices(suite: Suite) -> None:
            "bottom half is 8 slices of one whole column: boxes that tile the shape without "
            "being the cells of one grid, and that overlap pairwise along each dimension "
            "(the costly input for a sweep, spec/format.md, Slices).")
+
+    builder = Builder()
+    builder.add("cross", "uint8", [2 * LARGE_CROSS, LARGE_CROSS], large_cross(),
+                slices=rows_over_columns(LARGE_CROSS), codec=CODEC_ZSTD)
+    single(suite, "read.slice.rows-over-columns-4096", builder, ["R-SLICE-002", "R-SLICE-004"],
+           "A uint8 [4096, 2048] matrix in 4096 slices (the limit): 2048 slices of one whole "
+           "row on top, 2048 of one whole column below, each of its 2048 bytes 0, 1, ..., "
+           "15, 0, ... (so element [r, c] is c % 16 in the top half, r % 16 below), "
+           "zstd-compressed. About 2 million pairs of boxes overlap along each "
+           "dimension: a reader that compares pairs is slow here (spec/format.md, Slices).")
 
     builder = directory_builder()
     builder.add("spread", "float64", [3, 2], samples.ramp("float64", [3, 2]),

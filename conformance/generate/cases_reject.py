@@ -24,9 +24,11 @@ from case_dirs import Suite, error
 from cases_read import (
     DIRECTORY,
     FILE,
+    LARGE_CROSS,
     base_builder,
     example_graph,
     in_directory,
+    large_cross,
     rows_over_columns,
 )
 from ocfbytes import (
@@ -1215,6 +1217,18 @@ def slice_cases(r: Rejects) -> None:
            "the bottom half, column 6 two wide, so that it overlaps column 7 while the "
            "element counts still add up to 128 (row 0 is uncovered); not the cells of one "
            "grid.", builder.single())
+    builder = Builder()
+    h = LARGE_CROSS
+    boxes = rows_over_columns(h)
+    del boxes[0]
+    boxes[-2] = ([h, h - 2], [h, 2])
+    builder.add("m", "uint8", [2 * h, h], large_cross(), slices=boxes, codec=CODEC_ZSTD)
+    r.blob("slice.rows-over-columns-4096-overlap", ["R-SLICE-002"], "INVALID",
+           "read.slice.rows-over-columns-4096 (a uint8 [4096, 2048] matrix, 2048 whole rows "
+           "over 2048 whole columns) less row 0, with column 2046 two wide, so that it "
+           "overlaps column 2047 while the element counts still add up: 4095 slices, about "
+           "2 million pairs overlapping along each dimension, one pair overlapping.",
+           builder.single())
     builder = Builder()
     builder.add("s", "float32", [], struct.pack("<f", 1.0), slices=[([], []), ([], [])])
     r.blob("slice.scalar-twice", ["R-SLICE-002"], "INVALID",

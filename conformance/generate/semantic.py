@@ -110,11 +110,15 @@ def elements(raw: bytes, dtype: str, n: int) -> list[bytes]:
 def box_bytes(raw: bytes, dtype: str, shape: Sequence[int], start: Sequence[int],
               extent: Sequence[int]) -> bytes:
     """The canonical bytes of the box (start, extent) of a tensor [R-SLICE-003]."""
+    window = tuple(slice(s, s + e) for s, e in zip(start, extent))
+    itemsize = DTYPES[dtype][1]
+    if itemsize:  # each element its itemsize bytes: select them as a byte array
+        elements_as_rows = np.frombuffer(raw, dtype=np.uint8).reshape((*shape, itemsize))
+        return elements_as_rows[window].tobytes()
     items = elements(raw, dtype, count(shape))
     ids = np.arange(count(shape), dtype=np.int64).reshape(tuple(shape))
-    window = tuple(slice(s, s + e) for s, e in zip(start, extent))
     chosen = [items[i] for i in ids[window].reshape(-1).tolist()]
-    return join_strings(chosen) if not DTYPES[dtype][1] else b"".join(chosen)
+    return join_strings(chosen)
 
 
 # -- metadata ----------

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 from helpers import build_file, make_index
 from memory_support import traced_memory
 
@@ -86,3 +87,53 @@ def test_the_drawing_of_a_huge_graph_stops_at_max_lines(tmp_path: Path) -> None:
     assert lines[-1] == "... stopped after 100 lines (ocf tree --max-lines N draws more)"
     assert max(len(line) for line in lines) < 400  # indentation stops growing at depth 64
     assert "[depth 70] a" in lines[70]
+
+
+def test_unmatched_paths_of_a_deep_chain_are_built_one_at_a_time(tmp_path: Path) -> None:
+    # 4,200 nodes: paths of 17.6 million characters in all, above the 16 Mi kept sorted.
+    n = 4_200
+    status = ocf.restore({}, chain_file(tmp_path / "c.ocf", n), partial=True)
+    with traced_memory() as memory:
+        paths = status.unmatched_checkpoint_paths()
+        first, last = paths[1], paths[-1]
+        longest = max(len(p) for p in paths)
+    assert len(paths) == n - 1  # the root matched the empty dict
+    assert paths.total_characters == sum(2 * i - 1 for i in range(1, n))
+    assert not paths.sorted  # in node order: the shallowest first
+    assert (first, last) == ("a/a", "/".join(["a"] * (n - 1)))
+    assert longest == 2 * (n - 1) - 1
+    assert memory.peak < 2 * 2 * n * 8 + (1 << 20)  # a few paths at once, never all
+    assert paths[:2] == ["a", "a/a"]
+    assert paths != list(paths)[::-1]
+    assert len(repr(paths)) < 400
+
+
+def test_unmatched_paths_of_a_small_graph_are_a_sorted_list_of_strings(tmp_path: Path) -> None:
+    status = ocf.restore({}, chain_file(tmp_path / "c.ocf", 4), partial=True)
+    paths = status.unmatched_checkpoint_paths()
+    assert paths.sorted
+    assert paths == ["a", "a/a", "a/a/a"]
+    assert list(reversed(paths)) == ["a/a/a", "a/a", "a"]
+    assert paths.index("a/a") == 1
+    assert paths != ["a"]
+
+
+def test_bare_nodes_of_a_decoded_graph_share_empty_containers_that_refuse_changes(
+    tmp_path: Path
+) -> None:
+    source = open_source(chain_file(tmp_path / "c.ocf", 3), verify=False)
+    try:
+        graph = source.object_graph
+    finally:
+        source.close()
+    assert graph is not None
+    first, second = graph.nodes[0], graph.nodes[1]
+    assert first.attributes is second.attributes
+    assert first.slots is second.slots
+    assert first.metadata is second.metadata
+    with pytest.raises(TypeError, match="do not change"):
+        first.attributes["x"] = "k"
+    with pytest.raises(TypeError, match="do not change"):
+        first.slots.append(first.slots[0] if first.slots else None)  # type: ignore[arg-type]
+    assert first.attributes == {}
+    assert second.slots == []

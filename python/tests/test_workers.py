@@ -57,13 +57,31 @@ def test_shutdown_waits_for_running_jobs_and_cancels_queued_ones() -> None:
         finished.append("slow")
 
     running = workers.submit(slow)
+    queued = workers.submit(finished.append, "queued")  # a second job wakes the worker
     assert started.wait(5)
-    queued = workers.submit(finished.append, "queued")
     threading.Timer(0.2, release.set).start()
     workers.shutdown()
     assert running.done()
     assert queued.cancelled()
     assert finished == ["slow"]
+
+
+def test_a_lone_job_runs_on_the_thread_that_waits_for_it_without_waking_a_worker() -> None:
+    workers = Workers(2)
+    ran_on: list[int] = []
+    lone = workers.submit(lambda: ran_on.append(threading.get_ident()))
+    time.sleep(0.05)
+    assert not lone.done()  # no worker was woken for it
+    workers.wait(lone)
+    assert ran_on == [threading.get_ident()]
+    # Two at once: a worker is woken and takes one while the waiter runs the other.
+    started, release = threading.Event(), threading.Event()
+    first = workers.submit(lambda: (started.set(), release.wait(5)))
+    second = workers.submit(lambda: release.set())
+    assert started.wait(5)
+    workers.wait(second)
+    workers.wait(first)
+    workers.shutdown()
 
 
 def test_with_no_memory_for_a_thread_the_jobs_still_run() -> None:

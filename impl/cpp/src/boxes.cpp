@@ -56,35 +56,37 @@ uint64_t PairsOverlappingAlong(const Boxes& boxes, size_t d) {
   return n * (n - 1) / 2 - apart;
 }
 
-}  // namespace
+// Whether the corners of boxes that are the cells of one grid are distinct:
+// two such cells meet only when they start at the same corner.
+bool GridCellsDistinct(const Boxes& boxes, size_t* first, size_t* second) {
+  const size_t rank = boxes.rank;
+  const uint64_t* starts = boxes.starts;
+  std::vector<size_t> order(boxes.count);
+  std::iota(order.begin(), order.end(), 0);
+  auto corner_less = [&](size_t a, size_t b) {
+    return std::lexicographical_compare(starts + a * rank, starts + a * rank + rank,
+                                        starts + b * rank, starts + b * rank + rank);
+  };
+  std::sort(order.begin(), order.end(), corner_less);
+  for (size_t i = 1; i < boxes.count; ++i) {
+    if (!corner_less(order[i - 1], order[i])) {
+      *first = std::min(order[i - 1], order[i]);
+      *second = std::max(order[i - 1], order[i]);
+      return false;
+    }
+  }
+  return true;
+}
 
-bool BoxesDisjoint(const uint64_t* starts, const uint64_t* extents, size_t count, size_t rank,
-                   size_t* first, size_t* second) {
-  const Boxes boxes{starts, extents, count, rank};
-  if (count < 2) return true;
+// A sweep along the dimension where the fewest pairs overlap: after sorting
+// by start there, a box can only meet the boxes that start before its end.
+bool SweepDisjoint(const Boxes& boxes, size_t* first, size_t* second) {
+  const size_t count = boxes.count;
   std::vector<size_t> order(count);
   std::iota(order.begin(), order.end(), 0);
-  if (CellsOfOneGrid(boxes)) {  // rank 0 too: every box is the one cell
-    // Disjoint unless two boxes start at the same corner: sort by corner.
-    auto corner_less = [&](size_t a, size_t b) {
-      return std::lexicographical_compare(starts + a * rank, starts + a * rank + rank,
-                                          starts + b * rank, starts + b * rank + rank);
-    };
-    std::sort(order.begin(), order.end(), corner_less);
-    for (size_t i = 1; i < count; ++i) {
-      if (!corner_less(order[i - 1], order[i])) {
-        *first = std::min(order[i - 1], order[i]);
-        *second = std::max(order[i - 1], order[i]);
-        return false;
-      }
-    }
-    return true;
-  }
-  // A sweep along the dimension where the fewest pairs overlap: after sorting
-  // by start there, a box can only meet the boxes that start before its end.
   size_t axis = 0;
   uint64_t fewest = UINT64_MAX;
-  for (size_t d = 0; d < rank; ++d) {
+  for (size_t d = 0; d < boxes.rank; ++d) {
     const uint64_t pairs = PairsOverlappingAlong(boxes, d);
     if (pairs < fewest) fewest = pairs, axis = d;
   }
@@ -101,6 +103,114 @@ bool BoxesDisjoint(const uint64_t* starts, const uint64_t* extents, size_t count
     }
   }
   return true;
+}
+
+// Whether boxes inside `shape` tile it, by their signed corners: 1 or 0, or
+// -1 when they have more than kCornersPerBox corners per box on average.
+//
+// A box's indicator is the sum over its 2^rank corners c of (-1)^(number of
+// upper coordinates of c) times the orthant {x >= c}; the orthants of
+// distinct points are linearly independent, so the boxes tile the shape iff
+// their signed corners, summed point by point, equal the shape's. On the
+// shape an orthant at an upper coordinate equal to the shape's size is
+// empty, so such corners are left out (the shape keeps one corner, the
+// origin), and a dimension no box splits drops away. A dimension where more
+// boxes start at 0 than end at its size is mirrored first.
+int CornersCancel(const Boxes& boxes, const uint64_t* shape) {
+  std::vector<size_t> split;
+  for (size_t d = 0; d < boxes.rank; ++d) {
+    for (size_t b = 0; b < boxes.count; ++b) {
+      if (boxes.lo(b, d) != 0 || boxes.hi(b, d) != shape[d]) {
+        split.push_back(d);
+        break;
+      }
+    }
+  }
+  if (split.empty()) return boxes.count == 1;  // every box is the whole shape
+  const size_t s = split.size();
+  // The boxes along the split dimensions, mirrored where that leaves out more.
+  std::vector<uint64_t> lo(boxes.count * s), hi(boxes.count * s);
+  for (size_t j = 0; j < s; ++j) {
+    const size_t d = split[j];
+    size_t at_zero = 0, at_end = 0;
+    for (size_t b = 0; b < boxes.count; ++b) {
+      at_zero += boxes.lo(b, d) == 0;
+      at_end += boxes.hi(b, d) == shape[d];
+    }
+    const bool mirror = at_zero > at_end;
+    for (size_t b = 0; b < boxes.count; ++b) {
+      lo[b * s + j] = mirror ? shape[d] - boxes.hi(b, d) : boxes.lo(b, d);
+      hi[b * s + j] = mirror ? shape[d] - boxes.lo(b, d) : boxes.hi(b, d);
+    }
+  }
+  uint64_t corners = 0;
+  std::vector<std::vector<size_t>> kept(boxes.count);  // the dimensions whose end counts
+  for (size_t b = 0; b < boxes.count; ++b) {
+    for (size_t j = 0; j < s; ++j) {
+      if (hi[b * s + j] < shape[split[j]]) kept[b].push_back(j);
+    }
+    corners += uint64_t(1) << kept[b].size();  // at most 4096 * 2^32
+  }
+  if (corners > kCornersPerBox * boxes.count) return -1;
+  // Every corner's point (s values) and sign; the shape's origin, negated, last.
+  std::vector<uint64_t> points;
+  std::vector<int64_t> signs;
+  points.reserve((corners + 1) * s);
+  signs.reserve(corners + 1);
+  for (size_t b = 0; b < boxes.count; ++b) {
+    for (uint64_t mask = 0; mask < (uint64_t(1) << kept[b].size()); ++mask) {
+      const size_t at = points.size();
+      points.insert(points.end(), lo.begin() + b * s, lo.begin() + (b + 1) * s);
+      int64_t sign = 1;
+      for (size_t k = 0; k < kept[b].size(); ++k) {
+        if (mask >> k & 1) {
+          points[at + kept[b][k]] = hi[b * s + kept[b][k]];
+          sign = -sign;
+        }
+      }
+      signs.push_back(sign);
+    }
+  }
+  points.insert(points.end(), s, 0);
+  signs.push_back(-1);
+  std::vector<size_t> order(signs.size());
+  std::iota(order.begin(), order.end(), 0);
+  auto point_less = [&](size_t a, size_t b) {
+    return std::lexicographical_compare(points.begin() + a * s, points.begin() + (a + 1) * s,
+                                        points.begin() + b * s, points.begin() + (b + 1) * s);
+  };
+  std::sort(order.begin(), order.end(), point_less);
+  int64_t sum = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (i > 0 && point_less(order[i - 1], order[i])) {
+      if (sum != 0) return 0;
+      sum = 0;
+    }
+    sum += signs[order[i]];
+  }
+  return sum == 0;
+}
+
+}  // namespace
+
+bool BoxesTile(const uint64_t* starts, const uint64_t* extents, size_t count, size_t rank,
+               const uint64_t* shape) {
+  const Boxes boxes{starts, extents, count, rank};
+  if (count < 2) return true;
+  if (rank == 0) return false;  // two boxes of a scalar are the same element
+  size_t first = 0, second = 0;
+  if (CellsOfOneGrid(boxes)) return GridCellsDistinct(boxes, &first, &second);
+  const int verdict = CornersCancel(boxes, shape);
+  return verdict < 0 ? SweepDisjoint(boxes, &first, &second) : verdict == 1;
+}
+
+bool BoxesDisjoint(const uint64_t* starts, const uint64_t* extents, size_t count, size_t rank,
+                   size_t* first, size_t* second) {
+  const Boxes boxes{starts, extents, count, rank};
+  if (count < 2) return true;
+  // Rank 0 too: every box is the one cell.
+  if (CellsOfOneGrid(boxes)) return GridCellsDistinct(boxes, first, second);
+  return SweepDisjoint(boxes, first, second);
 }
 
 }  // namespace ocf

@@ -253,13 +253,17 @@ void CheckSlices(const v1::Index& index, const std::vector<TensorLayout>& tensor
       block.element_count = static_cast<uint64_t>(count);
       covered += count;
     }
-    // The count first, which is cheap; then disjointness, without comparing
+    // The count first, which is cheap; then the tiling, without comparing
     // every pair (boxes.cpp).
     if (must_tile && covered != tensor.element_count) {
       Fail(Category::kInvalid, "R-SLICE-002", Tensor(index, i) + ": the slices do not cover the shape");
     }
+    if (must_tile && !BoxesTile(starts + box_at, extents + box_at, slices, rank, tensor.shape.data())) {
+      Fail(Category::kInvalid, "R-SLICE-002",
+           Tensor(index, i) + ": the slices overlap (their element counts add up to the shape's)");
+    }
     size_t a = 0, b = 0;
-    if (!BoxesDisjoint(starts + box_at, extents + box_at, slices, rank, &a, &b)) {
+    if (!must_tile && !BoxesDisjoint(starts + box_at, extents + box_at, slices, rank, &a, &b)) {
       Fail(Category::kInvalid, "R-SLICE-002",
            Tensor(index, i) + ": slices " + std::to_string(a) + " and " + std::to_string(b) + " overlap");
     }

@@ -47,8 +47,8 @@ _PUBLIC_MODULES = {
     "Checkpoint": "ocf.objects.checkpoint",
     "Module": "ocf.objects.tracking",
     "Variable": "ocf.objects.tracking",
-    "RestoreMismatchError": "ocf.objects.restoring",
-    "RestoreStatus": "ocf.objects.restoring",
+    "RestoreMismatchError": "ocf.objects.restore_status",
+    "RestoreStatus": "ocf.objects.restore_status",
     "restore": "ocf.objects.restoring",
     "write": "ocf.objects.saving",
     # Name-based checkpoints.
@@ -118,7 +118,8 @@ if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ loads these
     from ocf.numpy import load_file, open, save_file
     from ocf.objects.checkpoint import Checkpoint
     from ocf.objects.manager import CheckpointManager
-    from ocf.objects.restoring import RestoreMismatchError, RestoreStatus, restore
+    from ocf.objects.restore_status import RestoreMismatchError, RestoreStatus
+    from ocf.objects.restoring import restore
     from ocf.objects.saver import Saver, list_variables, load_variable
     from ocf.objects.saving import write
     from ocf.objects.state_file import latest_checkpoint

@@ -203,6 +203,33 @@ def decode_graph(message: object_graph_pb2.ObjectGraph, tensor_keys: Mapping[str
     return ObjectGraph(nodes, found)
 
 
+class _EmptyDict(dict):  # type: ignore[type-arg]
+    """An empty dict that refuses to change: one is shared by every decoded node without
+    attributes or metadata, so that a graph of many bare nodes (a deep chain in a
+    hostile file) does not pay for a dict per node and field."""
+
+    def _refuse(self, *args: object, **kwargs: object) -> None:
+        raise TypeError("the nodes of a decoded object graph do not change")
+
+    __setitem__ = __delitem__ = __ior__ = _refuse  # type: ignore[assignment]
+    update = setdefault = pop = popitem = clear = _refuse  # type: ignore[assignment]
+
+
+class _EmptyList(list):  # type: ignore[type-arg]
+    """An empty list that refuses to change, shared as :class:`_EmptyDict` is."""
+
+    def _refuse(self, *args: object, **kwargs: object) -> None:
+        raise TypeError("the nodes of a decoded object graph do not change")
+
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse  # type: ignore[assignment]
+    append = extend = insert = pop = remove = clear = sort = reverse = _refuse
+
+
+_NO_ATTRIBUTES: dict[str, str] = _EmptyDict()
+_NO_METADATA: dict[str, MetadataValue] = _EmptyDict()
+_NO_SLOTS: list[SlotRef] = _EmptyList()
+
+
 def _decode_node(i: int, stored: object_graph_pb2.ObjectNode, count: int,
                  tensor_keys: Mapping[str, object], used_keys: set[str], path: str,
                  odd_metadata: bool) -> Node:
@@ -244,10 +271,14 @@ def _decode_node(i: int, stored: object_graph_pb2.ObjectNode, count: int,
         raise fail("a map entry of its metadata holds a field other than its key and value",
                    "R-META-001")
     try:
-        node.metadata = decode_map(stored.metadata)
+        node.metadata = decode_map(stored.metadata) if stored.metadata else _NO_METADATA
     except LimitExceededError as exc:
         raise LimitExceededError(f"node {i}: {exc.detail}", path=path,
                                  requirement=exc.requirement) from None
+    if not node.attributes:
+        node.attributes = _NO_ATTRIBUTES
+    if not node.slots:
+        node.slots = _NO_SLOTS
     return node
 
 

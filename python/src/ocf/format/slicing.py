@@ -1,7 +1,7 @@
 """Boxes of a tensor's index space: tiling checks and partial reads.
 
 A box is ``(start, extent)`` per dimension. Stored slices must tile their
-tensor's shape [R-SLICE-002]; a partial read (``get_slice``) selects a box
+tensor's shape [R-SLICE-002] (:func:`arrays_tile`); a partial read (``get_slice``) selects a box
 (plus steps) and needs to know which stored chunks hold its elements.
 """
 
@@ -25,7 +25,14 @@ _MAX_RUNS = 1 << 16
 
 def boxes_tile(boxes: Sequence[Box], shape: tuple[int, ...]) -> bool:
     """True when the boxes lie in ``shape``, are disjoint and cover it exactly."""
-    return boxes_fill(boxes, shape) and _disjoint(boxes)
+    if not boxes_fill(boxes, shape):
+        return False
+    if len(boxes) < 2:
+        return True
+    # Values are at most 2^58 once the boxes lie inside a valid shape.
+    lo = np.array([b for b, _ in boxes], dtype=np.int64).reshape(len(boxes), len(shape))
+    extent = np.array([e for _, e in boxes], dtype=np.int64).reshape(len(boxes), len(shape))
+    return arrays_tile(lo, extent, shape)
 
 
 def boxes_fill(boxes: Sequence[Box], shape: tuple[int, ...]) -> bool:
@@ -90,6 +97,78 @@ def _pairs_overlapping_along(lo: np.ndarray, hi: np.ndarray) -> int:
     n = len(lo)
     apart = n - np.searchsorted(np.sort(lo), hi, side="left")
     return n * (n - 1) // 2 - int(apart.sum())
+
+
+# The corner count is used while a tensor's boxes have at most this many corners per box
+# on average (at rank r a box has up to 2^r): every tiling of rank 4 or less, and the
+# rows-over-columns tilings that make the sweep quadratic, stay far below it.
+CORNERS_PER_BOX = 16
+
+
+def arrays_tile(lo: np.ndarray, extent: np.ndarray, shape: Sequence[int]) -> bool:
+    """True when the boxes (int64 arrays as for :func:`arrays_disjoint`, each box non-empty
+    and inside ``shape``, their element counts adding up to the shape's) tile ``shape``
+    exactly: no two share an element [R-SLICE-002].
+
+    Grid cells take one sort; other boxes are counted by their corners
+    (:func:`_corners_cancel`) in O(r c) for c corners when they have at most
+    CORNERS_PER_BOX per box on average, else take the sweep of :func:`arrays_disjoint`.
+    """
+    if len(lo) < 2:
+        return True
+    if lo.shape[1] == 0:
+        return False  # two boxes of a scalar are the same element
+    hi = lo + extent
+    if _cells_of_one_grid(lo, hi):
+        return len(np.unique(lo, axis=0)) == len(lo)
+    verdict = _corners_cancel(lo, hi, np.array(shape, dtype=np.int64))
+    return arrays_disjoint(lo, extent) if verdict is None else verdict
+
+
+def _corners_cancel(lo: np.ndarray, hi: np.ndarray, shape: np.ndarray) -> bool | None:
+    """Whether boxes inside ``shape`` tile it, by their signed corners; None when they have
+    more than CORNERS_PER_BOX corners per box on average.
+
+    A box's indicator is the sum over its 2^r corners c of (-1)^(number of upper
+    coordinates of c) times the orthant {x >= c}; the orthants of distinct points are
+    linearly independent, so the boxes tile ``shape`` iff these signed corners, summed
+    point by point, equal the shape's own. On the shape, an orthant at an upper
+    coordinate equal to the shape's size is empty, so such corners are left out (the
+    shape then keeps one corner, the origin), and a dimension no box splits drops
+    away. A dimension where more boxes start at 0 than end at its size is mirrored
+    first, so that more corners are left out.
+    """
+    split = np.flatnonzero(((lo != 0) | (hi != shape)).any(axis=0))
+    if len(split) == 0:
+        return len(lo) == 1  # every box is the whole shape
+    lo, hi, size = lo[:, split], hi[:, split], shape[split]
+    mirror = (lo == 0).sum(axis=0) > (hi == size).sum(axis=0)
+    lo, hi = np.where(mirror, size - hi, lo), np.where(mirror, size - lo, hi)
+    kept_upper = hi < size
+    corners_per_box = np.left_shift(np.int64(1), kept_upper.sum(axis=1, dtype=np.int64))
+    if int(corners_per_box.sum()) > CORNERS_PER_BOX * len(lo):
+        return None
+    # Expand the corners one dimension at a time: each corner so far takes the box's
+    # start along the next dimension, and, when that upper end is kept, its end too.
+    box = np.arange(len(lo))
+    sign = np.ones(len(lo), dtype=np.int64)
+    points = np.zeros((len(lo), 0), dtype=np.int64)
+    for d in range(len(split)):
+        takes = 1 + kept_upper[box, d]
+        box, sign, points = np.repeat(box, takes), np.repeat(sign, takes), np.repeat(
+            points, takes, axis=0)
+        upper = np.zeros(len(box), dtype=bool)
+        upper[np.cumsum(takes)[takes == 2] - 1] = True
+        sign[upper] = -sign[upper]
+        points = np.column_stack([points, np.where(upper, hi[box, d], lo[box, d])])
+    # The shape's own corner, the origin, with the opposite sign: every sum must be 0.
+    points = np.vstack([points, np.zeros((1, len(split)), dtype=np.int64)])
+    sign = np.append(sign, -1)
+    order = np.lexsort(points.T[::-1])
+    points, sign = points[order], sign[order]
+    first = np.ones(len(points), dtype=bool)
+    first[1:] = (points[1:] != points[:-1]).any(axis=1)
+    return not np.add.reduceat(sign, np.flatnonzero(first)).any()
 
 
 def _cells_of_one_grid(lo: np.ndarray, hi: np.ndarray) -> bool:
@@ -190,8 +269,8 @@ def chunks_touching(
     start, extent = box
     if chunk_count == 0 or prod(extent) == 0:
         return np.zeros(0, dtype=np.int64)
-    if not shape:
-        return np.arange(chunk_count)
+    if not shape or chunk_count == 1 or tuple(extent) == tuple(shape):
+        return np.arange(chunk_count)  # every chunk: no runs to count (most small reads)
     strides = [prod(shape[d + 1 :]) for d in range(len(shape))]
     # Dimensions after `split` are selected whole, so each run spans them.
     split = len(shape) - 1

@@ -86,11 +86,23 @@ class Workers:
         self._closed = False
 
     def submit(self, function: Callable[..., T], *arguments: Any) -> Future[T]:
-        job = _Job(function, arguments)
+        """Queue ``function(*arguments)``; the caller waits for it with :meth:`wait`.
+
+        A worker is woken (or started) only when another job is queued already:
+        whoever waits runs queued jobs itself, so a lone job (the one read of a
+        small tensor) runs on the waiting thread, without handing it to a worker
+        and back, which cost more than the read. A worker that is awake takes
+        queued jobs whether woken or not.
+        """
+        return self._queue(_Job(function, arguments), wake=False)
+
+    def _queue(self, job: _Job, *, wake: bool) -> Future[Any]:
         with self._ready:
             self._jobs.append(job)
-            self._ready.notify()
-            start = self._started < self._count and not self._closed
+            wake = wake or len(self._jobs) > 1
+            if wake:
+                self._ready.notify()
+            start = wake and self._started < self._count and not self._closed
             if start:
                 self._started += 1
         if start:
@@ -131,7 +143,8 @@ class Workers:
         wanted = min(self._count - 1, most)
         if wanted > 0:  # a one-piece task (most small reads) asks nothing of the system
             wanted = min(wanted, _idle_cores())
-        helpers = [self.submit(work) for _ in range(wanted)]
+        # Woken at once: the caller works too, and waits for them only at the end.
+        helpers = [self._queue(_Job(work, ()), wake=True) for _ in range(wanted)]
         errors: list[BaseException] = []
         try:
             work()

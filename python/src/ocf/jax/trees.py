@@ -9,7 +9,7 @@ puts a tree into an :class:`ocf.Checkpoint` next to other objects.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -117,7 +117,7 @@ def restore(path: str | os.PathLike[str], target: Any, *, start: str = "",
     return view.rebuild()
 
 
-def _fail_if(what: str, paths: list[str], path: str | os.PathLike[str]) -> None:
+def _fail_if(what: str, paths: Sequence[str], path: str | os.PathLike[str]) -> None:
     if paths:
         shown = ", ".join(repr(p) for p in paths[:20])
         more = f" and {len(paths) - 20} more" if len(paths) > 20 else ""

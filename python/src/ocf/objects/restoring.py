@@ -8,10 +8,9 @@ checkpoint node whose live object does not exist yet waits on its parent
 that child (restore-on-create). A slot variable is restored once both its
 optimizer and its variable are matched, whichever comes first.
 
-:class:`RestoreStatus` tells what matched; its assertions name the paths
-that did not. They judge the live side by the names of its tensors
-(:func:`ocf.objects.saving.collect_names`), never asking an object for its
-values.
+:class:`~ocf.objects.restore_status.RestoreStatus` tells what matched; its
+assertions name the paths that did not. A checkpoint without object graph is
+restored by name (ocf.objects.restore_by_name).
 
 A restore holds the checkpoint open only while it matches: the first pass,
 and each restore-on-create later, opens it (the first pass uses the reader
@@ -32,7 +31,7 @@ from __future__ import annotations
 import functools
 import os
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,26 +42,20 @@ from ocf.format.errors import InvalidError, NotFoundError, OCFError
 from ocf.format.object_graph import ObjectGraph, SlotRef
 from ocf.format.storage.location import StorageOptions
 from ocf.objects.fitting import cast_values, fitted_dtype
+from ocf.objects.path_listing import ROOT_SHOWN_AS, CheckpointPaths
 from ocf.objects.read_ahead import ReadAhead
-from ocf.objects.saving import LiveObjects, collect_names
+from ocf.objects.restore_by_name import NameMap, restore_by_name
+from ocf.objects.restore_status import (
+    SHOWN,
+    SHOWN_PATH,
+    SORTED_UP_TO,
+    RestoreMismatchError,
+    RestoreStatus,
+)
 from ocf.objects.sources import Source, open_source
 from ocf.objects.tracking import Tracked, defer, is_trackable, track
 
-NameMap = Mapping[str, str] | Callable[[str], str]
-
-
-class RestoreMismatchError(InvalidError, AssertionError):
-    """A restore status assertion failed; the message names the file and lists the
-    unmatched paths. An ``ocf.OCFError`` (INVALID), and an AssertionError as the
-    assertions of TensorFlow's restore status raise.
-
-    Examples:
-        >>> try:
-        ...     ocf.Checkpoint(model=other_model).restore(path)
-        ... except ocf.RestoreMismatchError as error:
-        ...     print(error)  # names the unmatched paths and the file
-    """
-
+__all__ = ["NameMap", "RestoreMismatchError", "RestoreStatus", "check_restorable", "restore"]
 
 class _Opener:
     """Opens the checkpoint of one restore for each pass of matching.
@@ -96,7 +89,9 @@ class _Session:
 
     opener: _Opener
     graph: ObjectGraph
-    scope: set[int]  # checkpoint nodes this restore is responsible for
+    # Checkpoint nodes this restore is responsible for, ascending: every node when it
+    # begins at the root (a checked graph's nodes are all reachable from it).
+    scope: Sequence[int]
     cast: bool  # values of another dtype than their object's are cast (else INVALID)
     # Run once, after the first pass is checked and before it hands over any value:
     # the strictness check of a restore without partial.
@@ -248,158 +243,21 @@ class _Session:
 
     def unmatched_nodes(self, *, holding_values: bool = False) -> list[int]:
         done = set(self.matched) | self.slots_done | self.pending_slots
-        return [n for n in sorted(self.scope - done)
-                if not holding_values or self.graph.nodes[n].attributes]
+        return [n for n in self.scope if n not in done
+                and (not holding_values or self.graph.nodes[n].attributes)]
 
-    def unmatched_checkpoint_paths(self, *, holding_values: bool = False) -> list[str]:
-        return sorted(self.graph.path(n) or "(root)"
-                      for n in self.unmatched_nodes(holding_values=holding_values))
+    def unmatched_checkpoint_paths(self, *, holding_values: bool = False) -> CheckpointPaths:
+        return CheckpointPaths(self.graph, self.unmatched_nodes(holding_values=holding_values))
 
     def shown_unmatched(self, *, holding_values: bool) -> tuple[int, list[str]]:
         """How many checkpoint objects are unmatched, and the paths a message shows:
         all, sorted, when few; else the first in graph order, each cut to its end, so
         that a message costs time linear in the graph however deep it is."""
         nodes = self.unmatched_nodes(holding_values=holding_values)
-        if len(nodes) <= _SORTED_UP_TO:
-            return len(nodes), sorted(self.graph.path(n) or "(root)" for n in nodes)
-        return len(nodes), [self.graph.path_end(n, _SHOWN_PATH) or "(root)"
-                            for n in nodes[:_SHOWN]]
-
-
-class RestoreStatus:
-    """What a restore matched; assertions raise RestoreMismatchError naming paths.
-
-    Examples:
-        >>> status = ocf.Checkpoint(model=model).restore(path, partial=True)
-        >>> model(first_batch)  # layers built now take their values
-        >>> status.assert_consumed()
-    """
-
-    def __init__(self, root: object, path: str, session: _Session | None,
-                 by_name: _ByName | None = None) -> None:
-        self._root = root
-        self.path = path
-        self._session = session
-        self._by_name = by_name
-
-    def __repr__(self) -> str:
-        unmatched_objects = len(self.unmatched_object_paths())
-        unmatched_values = self._checkpoint_side(holding_values=False)[1]
-        how = "by name" if self._by_name is not None else "by structure"
-        return (f"<RestoreStatus of {self.path!r} ({how}): {self.matched_count()} matched, "
-                f"{unmatched_objects} objects without value, {unmatched_values} checkpoint "
-                "values unmatched or waiting for their objects>")
-
-    def matched_count(self) -> int:
-        """Checkpoint objects (or, by name, tensor keys) that found their live object."""
-        if self._by_name is not None:
-            return len(self._by_name.used)
-        assert self._session is not None
-        return len(self._session.matched) + len(self._session.slots_done)
-
-    def unmatched_checkpoint_paths(self, *, holding_values: bool = False) -> list[str]:
-        """Checkpoint objects (or, by name, tensor keys) that found no live object;
-        with ``holding_values``, only those holding tensors."""
-        if self._by_name is not None:
-            return self._by_name.unused()
-        assert self._session is not None
-        return self._session.unmatched_checkpoint_paths(holding_values=holding_values)
-
-    def unmatched_object_paths(self, *, holding_values: bool = False) -> list[str]:
-        """Live objects under the root that received nothing from the checkpoint;
-        with ``holding_values``, only those holding tensors."""
-        return self._unmatched_objects(collect_names(self._root), holding_values=holding_values)
-
-    def _unmatched_objects(self, live: LiveObjects, *, holding_values: bool) -> list[str]:
-        if self._by_name is not None:
-            return sorted(key for node in live.nodes for key in node.attributes.values()
-                          if key not in self._by_name.restored)
-        assert self._session is not None
-        matched = {id(o) for o in self._session.matched.values()}
-        slot_objects = _restored_slot_objects(live.objects, matched)
-        return sorted(path or "(root)"
-                      for path, obj, node in zip(live.paths, live.objects, live.nodes)
-                      if id(obj) not in matched and id(obj) not in slot_objects
-                      and (not holding_values or node.attributes))
-
-    def assert_consumed(self) -> RestoreStatus:
-        """Every checkpoint object found its live object, and every object its value."""
-        self._fail_if("checkpoint values matched no object",
-                      *self._checkpoint_side(holding_values=False))
-        return self.assert_existing_objects_matched()
-
-    def _checkpoint_side(self, *, holding_values: bool) -> tuple[list[str], int]:
-        """The unmatched checkpoint paths to show, and how many there are."""
-        if self._by_name is not None:
-            unused = self._by_name.unused()
-            return unused, len(unused)
-        assert self._session is not None
-        count, shown = self._session.shown_unmatched(holding_values=holding_values)
-        return shown, count
-
-    def assert_existing_objects_matched(self) -> RestoreStatus:
-        """Every object that exists now under the root got its value."""
-        self._fail_if("objects have no value in the checkpoint", self.unmatched_object_paths())
-        return self
-
-    def assert_values_matched(self) -> RestoreStatus:
-        """Every checkpoint tensor found its object, and every object holding tensors
-        got them; objects holding none (an activation layer, a Keras bookkeeping node)
-        may stay unmatched on either side. What a restore without ``partial`` checks;
-        the error names the unmatched paths of both sides."""
-        return self._assert_values_matched(collect_names(self._root))
-
-    def _assert_values_matched(self, live: LiveObjects) -> RestoreStatus:
-        """assert_values_matched with the live objects as ``live`` has them."""
-        checkpoint_paths, checkpoint_count = self._checkpoint_side(holding_values=True)
-        object_paths = self._unmatched_objects(live, holding_values=True)
-        unmatched = {"checkpoint objects holding tensors matched no object":
-                     (checkpoint_paths, checkpoint_count),
-                     "objects holding tensors have no value in the checkpoint":
-                     (object_paths, len(object_paths))}
-        parts = [_listed(what, paths, count) for what, (paths, count) in unmatched.items()
-                 if count]
-        if parts:
-            raise RestoreMismatchError("; ".join(parts) + " (restore(..., partial=True) "
-                                       "accepts this)", path=self.path)
-        return self
-
-    def expect_partial(self) -> RestoreStatus:
-        """Declare a partial restore intended; nothing is reported either way."""
-        return self
-
-    def _fail_if(self, what: str, paths: list[str], count: int | None = None) -> None:
-        if paths:
-            raise RestoreMismatchError(_listed(what, paths, count), path=self.path)
-
-
-# Unmatched checkpoint objects up to this many are shown sorted by path; a message shows
-# at most _SHOWN paths, and beyond _SORTED_UP_TO each is cut to its last _SHOWN_PATH
-# characters.
-_SORTED_UP_TO = 1000
-_SHOWN = 20
-_SHOWN_PATH = 400
-
-
-def _listed(what: str, paths: list[str], count: int | None = None) -> str:
-    """'3 <what>: 'a', 'b', 'c'', the first 20 paths shown; ``count`` when ``paths``
-    holds only the first ones."""
-    total = len(paths) if count is None else count
-    shown = ", ".join(repr(p) for p in paths[:_SHOWN])
-    more = f" and {total - min(len(paths), _SHOWN)} more" if total > _SHOWN else ""
-    return f"{total} {what}: {shown}{more}"
-
-
-@dataclass
-class _ByName:
-    """A restore of a name-based checkpoint into objects, through a name map."""
-
-    keys: set[str]
-    restored: set[str] = field(default_factory=set)  # live keys that got values
-    used: set[str] = field(default_factory=set)  # checkpoint keys that were used
-
-    def unused(self) -> list[str]:
-        return sorted(self.keys - self.used)
+        if len(nodes) <= SORTED_UP_TO:
+            return len(nodes), sorted(self.graph.path(n) or ROOT_SHOWN_AS for n in nodes)
+        return len(nodes), [self.graph.path_end(n, SHOWN_PATH) or ROOT_SHOWN_AS
+                            for n in nodes[:SHOWN]]
 
 
 def restore(root: object, path: str | os.PathLike[str], *, start: str = "",
@@ -455,7 +313,7 @@ def _restore(root: object, path: str, start: str, strict: bool, cast: bool,
         raise
     if graph is None or name_map is not None:
         # closes the reader, also on errors
-        return _restore_by_name(root, reader, name_map, strict, cast)
+        return restore_by_name(root, reader, name_map, strict, cast)
     begin = graph.node_at([p for p in start.split("/") if p])
     if begin is None:
         reader.close()
@@ -470,7 +328,10 @@ def _restore(root: object, path: str, start: str, strict: bool, cast: bool,
     return status
 
 
-def _reachable(graph: ObjectGraph, begin: int) -> set[int]:
+def _reachable(graph: ObjectGraph, begin: int) -> Sequence[int]:
+    """The nodes reached from ``begin`` by child edges and slots, ascending."""
+    if begin == 0:  # the checks made sure the root reaches every node [R-GRAPH-005]
+        return range(len(graph.nodes))
     seen = {begin}
     todo = [begin]
     while todo:
@@ -479,79 +340,7 @@ def _reachable(graph: ObjectGraph, begin: int) -> set[int]:
             if nxt not in seen:
                 seen.add(nxt)
                 todo.append(nxt)
-    return seen
-
-
-def _restore_by_name(root: object, reader: Source, name_map: NameMap | None, strict: bool,
-                     cast: bool) -> RestoreStatus:
-    """Each live tensor takes the stored tensor its mapped key names; all are checked
-    before the first is handed over."""
-    try:
-        live = collect_names(root)
-        by_name = _ByName(set(reader.keys()))
-        plan: list[tuple[Tracked, dict[str, str], dict[str, np.dtype[Any] | None]]] = []
-        for node, obj in zip(live.nodes, live.objects):
-            view = track(obj)
-            expected = view.expected_tensors()
-            keys, casts = {}, {}
-            for attribute, key in node.attributes.items():
-                stored = _mapped_name(name_map, key)
-                if stored is not None and stored in reader:
-                    keys[attribute] = stored
-                    if attribute in expected:
-                        casts[attribute] = fitted_dtype(reader.summary(stored),
-                                                        expected[attribute], cast=cast,
-                                                        key=stored, path=reader.path)
-                    by_name.used.add(stored)
-                    by_name.restored.add(key)
-            if keys:
-                plan.append((view, keys, casts))
-        status = RestoreStatus(root, reader.path, None, by_name)
-        if strict:
-            _judge_by_name(status, live, name_map)
-        ahead = ReadAhead(reader, [k for _, keys, _ in plan for k in keys.values()])
-        for view, keys, casts in plan:
-            values = {attribute: ahead.value(k) for attribute, k in keys.items()}
-            view.restore_tensors(cast_values(values, casts))
-    finally:
-        reader.close()
-    return status
-
-
-# Where a restore by name that matched nothing sends the caller.
-_FLAT_HINT = ("this checkpoint has no object graph (save_file or a Saver wrote it), so its "
-              "tensors are matched by key: read it with load_file (or "
-              "ocf.torch.load_model), or give name_map= to map keys")
-
-
-def _judge_by_name(status: RestoreStatus, live: LiveObjects, name_map: NameMap | None
-                   ) -> None:
-    try:
-        status._assert_values_matched(live)
-    except RestoreMismatchError as exc:
-        if name_map is not None or exc.path is None:
-            raise
-        raise RestoreMismatchError(f"{exc.detail}; {_FLAT_HINT}", path=exc.path) from None
-
-
-def _restored_slot_objects(objects: list[object], matched: set[int]) -> set[int]:
-    """Ids of the slots that matched optimizers keep for matched variables: a restore
-    gave them their values through ocf_restore_slot."""
-    result = set()
-    for obj in objects:
-        if id(obj) in matched:
-            for variable, _, slot in track(obj).slots():
-                if id(variable) in matched:
-                    result.add(id(slot))
-    return result
-
-
-def _mapped_name(name_map: NameMap | None, key: str) -> str | None:
-    if name_map is None:
-        return key
-    if isinstance(name_map, Mapping):
-        return name_map.get(key, key)
-    return name_map(key)
+    return sorted(seen)
 
 
 def check_restorable(value: object) -> None:

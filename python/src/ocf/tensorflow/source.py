@@ -10,7 +10,8 @@ structure into NumPy objects, and ``ocf.load_variable("model.ckpt-5",
 "dense/kernel")`` read a ``tf.compat.v1.train.Saver`` checkpoint by name.
 
 The path may be the prefix, ``PREFIX.index``, or a directory holding
-TensorFlow's ``checkpoint`` state file (its latest checkpoint is opened).
+TensorFlow's ``checkpoint`` state file (its latest checkpoint is opened, if
+it lies inside the directory [R-TF-001]).
 """
 
 from __future__ import annotations
@@ -39,11 +40,12 @@ from ocf.tensorflow.state import STATE_FILENAME, read_checkpoint_state
 __all__ = ["TFSource", "is_tensorflow_checkpoint", "is_tf_checkpoint", "resolve_prefix"]
 
 
-def resolve_prefix(path: str | os.PathLike[str]) -> str:
-    """The prefix of the checkpoint at ``path``; for a directory, its latest checkpoint."""
+def resolve_prefix(path: str | os.PathLike[str], *, allow_outside: bool = False) -> str:
+    """The prefix of the checkpoint at ``path``; for a directory, its latest checkpoint,
+    which must lie inside it unless ``allow_outside`` [R-TF-001]."""
     text = os.fspath(path)
     if os.path.isdir(text):
-        return read_checkpoint_state(text)[0]
+        return read_checkpoint_state(text, allow_outside=allow_outside)[0]
     return text
 
 
@@ -62,8 +64,12 @@ class TFSource:
         ...     graph = source.object_graph  # TensorFlow's, mapped onto OCF's
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, verify: bool = True) -> None:
-        self.bundle = BundleReader(resolve_prefix(path), verify=verify)
+    def __init__(self, path: str | os.PathLike[str], *, verify: bool = True,
+                 allow_outside: bool = False) -> None:
+        # A directory's state file may name a prefix outside it: refused unless the
+        # caller trusts the file [R-TF-001].
+        self.bundle = BundleReader(resolve_prefix(path, allow_outside=allow_outside),
+                                   verify=verify)
         stored = self.bundle.keys()
         self._keys = [k for k in stored if k != OBJECT_GRAPH_KEY]
         self._graph: ObjectGraph | None = None

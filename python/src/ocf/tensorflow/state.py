@@ -6,6 +6,11 @@ A text-format CheckpointState proto (ocf.tensorflow.v1.checkpoint_state):
 writes paths relative to the directory, tf.compat.v1 Savers absolute ones.
 The file is written to a temporary name and renamed, as TensorFlow does, so
 a reader never sees half a state file.
+
+The file is hostile input: a path it names may lead anywhere (``../x``,
+``/etc/passwd``). Every path is refused unless it lies inside the directory
+[R-TF-001], before any file it names is opened; a caller who trusts the
+file passes ``allow_outside=True``.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from collections.abc import Sequence
 
 from google.protobuf import text_format
 
-from ocf.format.errors import LimitExceededError, MalformedError
+from ocf.format.errors import InvalidError, LimitExceededError, MalformedError
 from ocf.format.storage.local import atomic_output, open_regular
 from ocf.tensorflow.v1 import checkpoint_state_pb2
 
@@ -23,19 +28,26 @@ STATE_FILENAME = "checkpoint"
 MAX_STATE_BYTES = 16 << 20
 
 
-def read_checkpoint_state(directory: str | os.PathLike[str]) -> tuple[str, list[str]]:
+def read_checkpoint_state(
+    directory: str | os.PathLike[str], *, allow_outside: bool = False
+) -> tuple[str, list[str]]:
     """(latest prefix, every kept prefix) from ``directory/checkpoint``.
 
     Relative paths are joined to ``directory`` (as tf.train.get_checkpoint_state
-    does), so the results are usable prefixes.
+    does), so the results are usable prefixes. A path whose files would lie
+    outside ``directory`` (``../other/ckpt``, an absolute path elsewhere, or
+    one through a symbolic link leading out) is INVALID, naming the state
+    file and the path [R-TF-001], unless ``allow_outside`` is true: only a
+    caller that trusts the state file should pass it. Absolute paths inside
+    the directory, which TensorFlow writes when given one, are accepted.
 
     Examples:
         >>> state = ocf.tensorflow.read_checkpoint_state("train")  # train/checkpoint
     """
     path = os.path.join(os.fspath(directory), STATE_FILENAME)
     state = _parse(path)
-    return _resolve(directory, state.model_checkpoint_path), [
-        _resolve(directory, p) for p in state.all_model_checkpoint_paths
+    return _resolve(directory, state.model_checkpoint_path, path, allow_outside), [
+        _resolve(directory, p, path, allow_outside) for p in state.all_model_checkpoint_paths
     ]
 
 
@@ -54,8 +66,29 @@ def _parse(path: str) -> checkpoint_state_pb2.CheckpointState:
     return state
 
 
-def _resolve(directory: str | os.PathLike[str], prefix: str) -> str:
-    return prefix if os.path.isabs(prefix) else os.path.join(os.fspath(directory), prefix)
+def _resolve(directory: str | os.PathLike[str], prefix: str, state_path: str,
+             allow_outside: bool) -> str:
+    """``prefix`` as a usable path; INVALID when it leaves ``directory`` and that is not
+    allowed, or holds a NUL no file name can [R-TF-001]."""
+    if "\0" in prefix:
+        raise InvalidError(f"checkpoint state names a path holding a NUL byte: {prefix!r}",
+                           path=state_path, requirement="R-TF-001")
+    resolved = prefix if os.path.isabs(prefix) else os.path.join(os.fspath(directory), prefix)
+    if not allow_outside and not _inside(directory, resolved):
+        raise InvalidError(
+            f"checkpoint state names {prefix!r}, outside the directory {os.fspath(directory)!r}"
+            "; nothing it names was opened (if it is trusted, open that prefix itself)",
+            path=state_path, requirement="R-TF-001")
+    return resolved
+
+
+def _inside(directory: str | os.PathLike[str], prefix: str) -> bool:
+    """Whether the files of ``prefix`` (``PREFIX.index``, ``PREFIX.data-*``: names in the
+    prefix's parent) lie in ``directory`` or below, with every ``..`` and symbolic link
+    of the parent resolved."""
+    root = os.path.realpath(directory)
+    parent = os.path.realpath(os.path.dirname(prefix) or os.curdir)
+    return os.path.commonpath([root, parent]) == root
 
 
 def write_checkpoint_state(

@@ -36,7 +36,7 @@ from ocf.format.limits import (
     MIN_CHUNK_SIZE,
     nonzero_product,
 )
-from ocf.format.slicing import arrays_disjoint
+from ocf.format.slicing import arrays_disjoint, arrays_tile
 from ocf.v1 import tensor_pb2
 
 _U64 = np.uint64
@@ -287,8 +287,8 @@ class Tables(Mapping[str, TensorInfo]):
                 if not arrays_disjoint(lo, extent):
                     self._fail(InvalidError, "slices of the part overlap", "R-PART-001", row)
             # The counts first, which is cheap (Python integers: 4096 counts of up to
-            # 2^58 can pass 2^64), then disjointness.
-            elif sum(counts.tolist()) != prod(shape) or not arrays_disjoint(lo, extent):
+            # 2^58 can pass 2^64), then the tiling, in time linear in the boxes.
+            elif sum(counts.tolist()) != prod(shape) or not arrays_tile(lo, extent, shape):
                 self._fail(InvalidError, "slices overlap or do not cover the shape exactly",
                            "R-SLICE-002", row)
 
