@@ -282,3 +282,19 @@ def test_read_into_gives_what_read_tensor_gives_whole_and_in_slices(
     with ocf.Reader(tmp_path / "s.ocf") as strings, \
             pytest.raises(ocf.InvalidError, match="byte strings"):
         strings.read_into("s", np.empty(1, dtype=object))
+
+
+def test_an_index_column_cut_short_by_memory_is_an_error_not_a_truncated_index() -> None:
+    # protobuf (upb) may keep only part of what extend() is given when memory runs out,
+    # without raising: 2,097,152 of 20,000,000 here before the check existed.
+    outcome = _run("""
+        from ocf.format.index.encoding import extend_fully
+        from ocf.v1 import index_pb2
+        values = list(range(20_000_000))
+        index = index_pb2.Index()
+        cap(64 << 20)
+        report(lambda: extend_fully(index.blocks.offsets, values, "block offsets"))
+    """)
+    assert outcome["error"] in ("OutOfMemoryError", "bare MemoryError"), outcome
+    if outcome["error"] == "OutOfMemoryError":
+        assert "block offsets" in str(outcome["message"]), outcome

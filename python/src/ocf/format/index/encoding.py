@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import chain, pairwise
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
 from ocf.format.codecs.none import NONE
+from ocf.format.errors import OutOfMemoryError
 from ocf.format.index.model import Block
 from ocf.format.slicing import Box
 from ocf.v1 import index_pb2
@@ -132,25 +133,42 @@ class TableBuilder:
         if owners.size > 1 and bool((owners[1:] < owners[:-1]).any()):
             order = np.argsort(owners, kind="stable")
         table = index.tensors
-        table.keys.extend(self.keys)
-        table.dtypes.extend(self.dtype_codes)  # type: ignore[arg-type]
-        table.ranks.extend([len(shape) for shape in self.shapes])
-        table.dims.extend(chain.from_iterable(self.shapes))
         counts = np.bincount(owners, minlength=len(self.keys)) if owners.size else \
             np.zeros(len(self.keys), np.int64)
-        table.slice_counts.extend(np.where(self._sliced, counts, 0).tolist())
         columns = index.blocks
-        columns.shards.extend(_ordered(self._shards, order))
-        columns.offsets.extend(_ordered(self._offsets, order))
-        columns.stored_lengths.extend(_ordered(self._stored_lengths, order))
-        columns.raw_lengths.extend(_ordered(self._raw_lengths, order))
-        columns.codecs.extend(_ordered(self._codecs, order))  # type: ignore[arg-type]
-        columns.byte_shuffles.extend(_ordered(self._shuffles, order))
-        columns.chunk_sizes.extend(_ordered(self._chunk_sizes, order))
-        columns.chunk_crcs.extend(self._crcs.ordered(order))
-        columns.chunk_stored_lengths.extend(self._stored_chunk_lengths.ordered(order))
-        columns.slice_starts.extend(self._starts.ordered(order))
-        columns.slice_extents.extend(self._extents.ordered(order))
+        for field, values, name in (
+            (table.keys, self.keys, "tensor keys"),
+            (table.dtypes, self.dtype_codes, "tensor dtypes"),
+            (table.ranks, [len(shape) for shape in self.shapes], "tensor ranks"),
+            (table.dims, list(chain.from_iterable(self.shapes)), "tensor dims"),
+            (table.slice_counts, np.where(self._sliced, counts, 0).tolist(), "slice counts"),
+            (columns.shards, _ordered(self._shards, order), "block shards"),
+            (columns.offsets, _ordered(self._offsets, order), "block offsets"),
+            (columns.stored_lengths, _ordered(self._stored_lengths, order), "stored lengths"),
+            (columns.raw_lengths, _ordered(self._raw_lengths, order), "raw lengths"),
+            (columns.codecs, _ordered(self._codecs, order), "block codecs"),
+            (columns.byte_shuffles, _ordered(self._shuffles, order), "byte shuffles"),
+            (columns.chunk_sizes, _ordered(self._chunk_sizes, order), "chunk sizes"),
+            (columns.chunk_crcs, self._crcs.ordered(order), "chunk checksums"),
+            (columns.chunk_stored_lengths, self._stored_chunk_lengths.ordered(order),
+             "chunk stored lengths"),
+            (columns.slice_starts, self._starts.ordered(order), "slice starts"),
+            (columns.slice_extents, self._extents.ordered(order), "slice extents"),
+        ):
+            extend_fully(field, values, name)
+
+
+def extend_fully(field: Any, values: Sequence[object], name: str) -> None:
+    """``field.extend(values)`` for a repeated field of the index, all of them or
+    OutOfMemoryError: protobuf's extend (upb) can stop short without raising when
+    memory runs out, and the index would then be committed truncated, a checkpoint
+    every reader refuses."""
+    before = len(field)
+    field.extend(values)
+    if len(field) != before + len(values):
+        raise OutOfMemoryError(f"memory ran out while the index's {name} were encoded "
+                               f"({len(field) - before} of {len(values)} kept)",
+                               needed=8 * len(values))
 
 
 class _Ragged:
