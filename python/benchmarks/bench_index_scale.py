@@ -316,6 +316,10 @@ class PartSimulator:
 
     def index_bytes(self) -> bytes:
         """The part index, as PartWriter.commit serializes it."""
+        return self.index().SerializeToString(deterministic=True)
+
+    def index(self) -> index_pb2.Index:
+        """The part index message."""
         index = index_pb2.Index()
         index.header.writer = f"ocf-python {__version__}"
         self.table.fill(index)
@@ -324,7 +328,7 @@ class PartSimulator:
             self.save_id, self.part, self.parts)
         for name, end in zip(self.shard_names(), self.ends):
             index.shards.add(path=name, length=end)
-        return index.SerializeToString(deterministic=True)
+        return index
 
 
 def simulate_part(model: Model, layout: str, ranks: int, rank: int, save_id: str,
@@ -336,6 +340,80 @@ def simulate_part(model: Model, layout: str, ranks: int, rank: int, save_id: str
         if box is not None:
             part.write(tensor, box)
     return part
+
+
+def _varint_bytes(values: np.ndarray) -> int:
+    """Bytes of the protobuf varints of ``values`` (uint64), all together."""
+    size = values.size
+    for k in range(1, 10):
+        size += int(np.count_nonzero(values >= np.uint64(1 << (7 * k))))
+    return size
+
+
+def _varint_len(value: int) -> int:
+    return _varint_bytes(np.array([value], np.uint64))
+
+
+# The columns of BlockTable, and how each element is encoded (all packed).
+_FIXED32 = ("chunk_crcs",)
+_VARINT = ("shards", "offsets", "stored_lengths", "raw_lengths", "codecs", "byte_shuffles",
+           "chunk_sizes", "chunk_stored_lengths", "slice_starts", "slice_extents")
+
+
+class MergedSize:
+    """The exact size of the index merge_parts makes of some parts, from the parts'
+    indexes, without merging: to size configs too large to merge here.
+
+    The merged block table holds every block of every part ([R-PART-006]), each value
+    unchanged but its shard number, rebased; in packed columns the bytes of a column
+    do not depend on the order of its values. The rest (header, shards, tensor table)
+    is small and built as the merge builds it. Checked against real merges.
+    """
+
+    def __init__(self) -> None:
+        self.payload = dict.fromkeys(_FIXED32 + _VARINT, 0)
+        self.merged = index_pb2.Index()
+        self.merged.header.writer = f"ocf-python {__version__}"
+        self.rows: dict[str, int] = {}
+        self.chunks = 0
+
+    def add(self, part: index_pb2.Index) -> None:
+        """Add the next part (parts in order)."""
+        base = len(self.merged.shards)
+        self.merged.shards.extend(part.shards)
+        blocks = part.blocks
+        self.chunks += len(blocks.chunk_crcs)
+        self.payload["chunk_crcs"] += 4 * len(blocks.chunk_crcs)
+        for name in _VARINT:
+            values = np.array(getattr(blocks, name), np.uint64)
+            self.payload[name] += _varint_bytes(values + np.uint64(base) if name == "shards"
+                                                else values)
+        self._add_tensors(part.tensors)
+
+    def _add_tensors(self, table: Any) -> None:
+        """The part's keys in the merged tensor table: new keys at the end, in order;
+        the slice counts of a key already there add up."""
+        merged = self.merged.tensors
+        dims = iter(table.dims)
+        for key, dtype, rank, count in zip(table.keys, table.dtypes, table.ranks,
+                                           table.slice_counts):
+            shape = [next(dims) for _ in range(rank)]
+            row = self.rows.get(key)
+            if row is not None:
+                merged.slice_counts[row] += count
+                continue
+            self.rows[key] = len(merged.keys)
+            merged.keys.append(key)
+            merged.dtypes.append(dtype)
+            merged.ranks.append(rank)
+            merged.dims.extend(shape)
+            merged.slice_counts.append(count)
+
+    def size(self) -> int:
+        """Bytes of the merged index."""
+        head = len(self.merged.SerializeToString(deterministic=True))
+        columns = sum(1 + _varint_len(p) + p for p in self.payload.values() if p)
+        return head + (1 + _varint_len(columns) + columns if columns else 0)
 
 
 def index_file(data: bytes) -> bytes:
@@ -501,13 +579,15 @@ class Result:
     tensors: int
     slices: int  # in the merged index
     max_slices_per_tensor: int
-    measured: bool = False
+    merged: bool = False  # merged, opened and planned here (else sized only)
     shards: int | None = None
+    chunks: int | None = None
     part_bytes_min: int | None = None
     part_bytes_max: int | None = None
     part_bytes_sum: int | None = None
     build_s: float | None = None
-    merged_bytes: int | None = None
+    merged_bytes_exact: int | None = None  # MergedSize: what the merge makes, or would
+    merged_bytes: int | None = None  # what the merge wrote
     merge_s: float | None = None
     merge_rss: int | None = None
     open_s: float | None = None
@@ -515,7 +595,6 @@ class Result:
     open_rss: int | None = None
     plan: dict[str, int] | None = None
     error: str | None = None
-    notes: list[str] = field(default_factory=list)
 
 
 def count(model: Model, layout: str, ranks: int, options: SaveOptions) -> Result:
@@ -526,23 +605,39 @@ def count(model: Model, layout: str, ranks: int, options: SaveOptions) -> Result
                   max(slices))
 
 
+def build(model: Model, layout: str, ranks: int, options: SaveOptions,
+          directory: Path | None, result: Result) -> str:
+    """Simulate every part, size them and the merged index; with ``directory``, also
+    write them there. The save id."""
+    save_id = new_save_id()
+    began = time.perf_counter()
+    sizes, shards, merged = [], 0, MergedSize()
+    for rank in range(ranks):
+        part = simulate_part(model, layout, ranks, rank, save_id, options)
+        index = part.index()
+        merged.add(index)
+        sizes.append(write_part_files(directory, part) if directory is not None
+                     else len(index.SerializeToString(deterministic=True)))
+        shards += len(part.ends)
+    result.build_s = time.perf_counter() - began
+    result.shards, result.chunks = shards, merged.chunks
+    result.part_bytes_min, result.part_bytes_max = min(sizes), max(sizes)
+    result.part_bytes_sum = sum(sizes)
+    result.merged_bytes_exact = merged.size()
+    return save_id
+
+
 def measure(model: Model, layout: str, ranks: int, options: SaveOptions, base: Path,
-            memory_limit: int) -> Result:
-    """Build a config's parts in ``base``, merge them, open and plan; then delete them."""
+            memory_limit: int, merge: bool) -> Result:
+    """Build a config's parts; with ``merge``, in a directory under ``base``, then
+    merge them, open and plan, and delete them."""
     result = count(model, layout, ranks, options)
+    if not merge:
+        build(model, layout, ranks, options, None, result)
+        return result
     directory = Path(tempfile.mkdtemp(prefix=f"{model.name}-{layout}-{ranks}-", dir=base))
     try:
-        save_id = new_save_id()
-        began = time.perf_counter()
-        sizes, shards = [], 0
-        for rank in range(ranks):
-            part = simulate_part(model, layout, ranks, rank, save_id, options)
-            sizes.append(write_part_files(directory, part))
-            shards += len(part.ends)
-        result.build_s = time.perf_counter() - began
-        result.shards = shards
-        result.part_bytes_min, result.part_bytes_max = min(sizes), max(sizes)
-        result.part_bytes_sum = sum(sizes)
+        save_id = build(model, layout, ranks, options, directory, result)
         merged = run_child(["merge", str(directory), save_id, str(ranks)], memory_limit)
         result.merge_s, result.merge_rss = merged.get("merge_s"), merged.get("merge_rss")
         result.merged_bytes, result.error = merged.get("merged_bytes"), merged.get("error")
@@ -552,7 +647,7 @@ def measure(model: Model, layout: str, ranks: int, options: SaveOptions, base: P
             result.open_s, result.plan_s = opened.get("open_s"), opened.get("plan_s")
             result.open_rss, result.plan = opened.get("open_rss"), opened.get("plan")
             result.error = result.error or opened.get("error")
-        result.measured = True
+        result.merged = True
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     return result
@@ -565,20 +660,20 @@ def limits_hit(result: Result) -> list[str]:
     """The limits of spec/format.md this config breaks."""
     hit = []
     if result.max_slices_per_tensor > MAX_SLICES_PER_TENSOR:
-        hit.append(f"R-SLICE-004 ({result.max_slices_per_tensor} slices > "
+        hit.append(f"R-SLICE-004 ({result.max_slices_per_tensor:,} slices > "
                    f"{MAX_SLICES_PER_TENSOR})")
-    size = result.merged_bytes
-    refused = bool(result.error and "R-LIMIT-001" in result.error)
-    if refused or (size is not None and size > MAX_INDEX_BYTES):
-        hit.append("R-LIMIT-001 (index > 256 MiB)")
+    size = result.merged_bytes_exact
+    if size is not None and size > MAX_INDEX_BYTES:
+        hit.append(f"R-LIMIT-001 (index {size / MiB:.0f} MiB > 256)")
     if result.shards is not None and result.shards > MAX_SHARDS:
-        hit.append(f"R-LIMIT-002 ({result.shards} shards > {MAX_SHARDS})")
+        hit.append(f"R-LIMIT-002 ({result.shards:,} shards > {MAX_SHARDS})")
     return hit
 
 
 def growth(results: Sequence[Result], metric: str, against: str = "slices"
            ) -> tuple[float, int] | None:
-    """Slope of log(metric) on log(against) over the measured configs, and their count."""
+    """Slope of log(metric) on log(against) over the configs that have it, and their
+    number."""
     points = [(getattr(r, against), getattr(r, metric)) for r in results
               if getattr(r, metric) is not None and getattr(r, metric) > 0]
     if len(points) < 2 or len({x for x, _ in points}) < 2:
@@ -597,34 +692,35 @@ def _s(seconds: float | None) -> str:
 
 def table(results: Sequence[Result]) -> str:
     """The results as a Markdown table."""
-    lines = ["| model | layout | ranks | slices | max slices/tensor | part index MiB "
-             "(min-max) | merged index MiB | merge s | merge peak RSS MiB | open s | "
-             "plan s | planned read/needed | limit hit |",
-             "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|"]
+    lines = ["| model | layout | ranks | slices | max slices/tensor | shards | chunks | "
+             "part index MiB (min-max) | merged index MiB | merge s | merge peak RSS MiB | "
+             "open s | plan s | plan read/needed | limit hit |",
+             "|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|"]
     for r in results:
         parts = "-" if r.part_bytes_min is None else \
             f"{_mib(r.part_bytes_min)}-{_mib(r.part_bytes_max)}"
-        merged = _mib(r.merged_bytes)
-        if r.merged_bytes is None and r.error and "R-LIMIT-001" in r.error:
-            merged = "> 256 (refused)"
+        merged = _mib(r.merged_bytes_exact) + ("" if r.merged_bytes is not None else " (sized)")
         ratio = "-" if not r.plan or not r.plan["bytes_needed"] else \
             f"{r.plan['bytes_read'] / r.plan['bytes_needed']:.3f}"
         hit = "; ".join(limits_hit(r)) or "none"
-        if not r.measured:
-            hit += " (not built: --max-slices)"
+        if r.error:
+            hit += f"; merge: {r.error.split(':')[0]}"
+        shards = "-" if r.shards is None else f"{r.shards:,}"
+        chunks = "-" if r.chunks is None else f"{r.chunks:,}"
         lines.append(f"| {r.model} | {r.layout} | {r.ranks:,} | {r.slices:,} | "
-                     f"{r.max_slices_per_tensor:,} | {parts} | {merged} | {_s(r.merge_s)} | "
-                     f"{_mib(r.merge_rss)} | {_s(r.open_s)} | {_s(r.plan_s)} | {ratio} | "
-                     f"{hit} |")
+                     f"{r.max_slices_per_tensor:,} | {shards} | {chunks} | {parts} | {merged} | "
+                     f"{_s(r.merge_s)} | {_mib(r.merge_rss)} | {_s(r.open_s)} | "
+                     f"{_s(r.plan_s)} | {ratio} | {hit} |")
     return "\n".join(lines)
 
 
 def fits(results: Sequence[Result]) -> str:
     """The growth exponents, as Markdown lines."""
     lines = []
-    for metric in ("merge_s", "merge_rss", "merged_bytes", "open_s", "plan_s"):
+    for metric in ("merge_s", "merge_rss", "open_s", "plan_s", "merged_bytes_exact",
+                   "build_s"):
         for against in ("slices", "ranks"):
-            fit = growth([r for r in results if r.measured], metric, against)
+            fit = growth(results, metric, against)
             if fit is not None:
                 lines.append(f"- {metric} ~ {against}^{fit[0]:.2f} ({fit[1]} configs)")
     return "\n".join(lines)
@@ -671,10 +767,9 @@ def main(argv: Sequence[str] | None = None) -> list[Result]:
         for name in args.models.split(","):
             for layout in args.layouts.split(","):
                 for ranks in (int(r) for r in args.ranks.split(",")):
-                    result = count(MODELS[name], layout, ranks, options)
-                    if result.slices <= args.max_slices:
-                        result = measure(MODELS[name], layout, ranks, options, base,
-                                         args.memory_limit)
+                    slices = count(MODELS[name], layout, ranks, options).slices
+                    result = measure(MODELS[name], layout, ranks, options, base,
+                                     args.memory_limit, slices <= args.max_slices)
                     results.append(result)
                     print(f"{name} {layout} {ranks}: {json.dumps(asdict(result))}",
                           file=sys.stderr, flush=True)
