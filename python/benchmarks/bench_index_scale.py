@@ -105,6 +105,8 @@ class Model:
 MODELS = {
     # A toy of the same structure, for the test: seconds, not minutes.
     "tiny": Model("tiny", 384, 64, 2, 4, 2, 176),
+    # Llama 3.2 1B: to widen the range of slice counts the growth is fitted on.
+    "1b": Model("1b", 128256, 2048, 16, 32, 8, 8192),
     "7b": Model("7b", 32000, 4096, 32, 32, 32, 11008),
     "70b": Model("70b", 32000, 8192, 80, 64, 8, 28672),
     "405b": Model("405b", 128256, 16384, 126, 128, 8, 53248),
@@ -524,7 +526,7 @@ def child_merge(directory: Path, save_id: str, parts: int) -> dict[str, Any]:
 
     base = peak_rss()
     error = None
-    began = time.perf_counter()
+    began, cpu = time.perf_counter(), time.process_time()
     try:
         merge_parts(directory, save_id=save_id, parts=parts, cleanup=False)
     except OCFError as exc:
@@ -532,25 +534,26 @@ def child_merge(directory: Path, save_id: str, parts: int) -> dict[str, Any]:
                 f"[{exc.requirement}]: {exc.detail}"
     except MemoryError:
         error = "MemoryError (over --memory-limit)"
-    seconds = time.perf_counter() - began
+    seconds, cpu = time.perf_counter() - began, time.process_time() - cpu
     index = directory / "index.ocf"
     size = index.stat().st_size - PREAMBLE_SIZE - 32 if index.exists() else None
-    return {"merge_s": seconds, "merge_rss": peak_rss() - base, "merged_bytes": size,
-            "error": error}
+    return {"merge_s": seconds, "merge_cpu": cpu, "merge_rss": peak_rss() - base,
+            "merged_bytes": size, "error": error}
 
 
 def child_open(directory: Path, model: Model, layout: str, ranks: int) -> dict[str, Any]:
     """Open the merged checkpoint and plan the load of one rank of ``layout``."""
     base = peak_rss()
-    began = time.perf_counter()
+    began, cpu = time.perf_counter(), time.process_time()
     reader = Reader(directory)
-    opened = time.perf_counter()
+    opened, opened_cpu = time.perf_counter(), time.process_time()
     wanted = wanted_by(model, layout, ranks, loading_rank(ranks))
-    planning = time.perf_counter()
+    planning, planning_cpu = time.perf_counter(), time.process_time()
     plan = plan_load(reader, wanted)
-    done = time.perf_counter()
+    done, done_cpu = time.perf_counter(), time.process_time()
     reader.close()
-    return {"open_s": opened - began, "plan_s": done - planning,
+    return {"open_s": opened - began, "open_cpu": opened_cpu - cpu,
+            "plan_s": done - planning, "plan_cpu": done_cpu - planning_cpu,
             "open_rss": peak_rss() - base, "plan": asdict(plan)}
 
 
@@ -588,10 +591,13 @@ class Result:
     build_s: float | None = None
     merged_bytes_exact: int | None = None  # MergedSize: what the merge makes, or would
     merged_bytes: int | None = None  # what the merge wrote
-    merge_s: float | None = None
+    merge_s: float | None = None  # wall
+    merge_cpu: float | None = None  # CPU seconds of the merging process
     merge_rss: int | None = None
     open_s: float | None = None
+    open_cpu: float | None = None
     plan_s: float | None = None
+    plan_cpu: float | None = None
     open_rss: int | None = None
     plan: dict[str, int] | None = None
     error: str | None = None
@@ -640,11 +646,13 @@ def measure(model: Model, layout: str, ranks: int, options: SaveOptions, base: P
         save_id = build(model, layout, ranks, options, directory, result)
         merged = run_child(["merge", str(directory), save_id, str(ranks)], memory_limit)
         result.merge_s, result.merge_rss = merged.get("merge_s"), merged.get("merge_rss")
+        result.merge_cpu = merged.get("merge_cpu")
         result.merged_bytes, result.error = merged.get("merged_bytes"), merged.get("error")
         if result.merged_bytes is not None:
             opened = run_child(["open", str(directory), model.name, other_layout(layout),
                                 str(ranks)], memory_limit)
             result.open_s, result.plan_s = opened.get("open_s"), opened.get("plan_s")
+            result.open_cpu, result.plan_cpu = opened.get("open_cpu"), opened.get("plan_cpu")
             result.open_rss, result.plan = opened.get("open_rss"), opened.get("plan")
             result.error = result.error or opened.get("error")
         result.merged = True
@@ -690,11 +698,16 @@ def _s(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds:.2f}"
 
 
+def _cpu(cpu: float | None, wall: float | None) -> str:
+    return "-" if cpu is None else f"{cpu:.2f} ({_s(wall)})"
+
+
 def table(results: Sequence[Result]) -> str:
     """The results as a Markdown table."""
     lines = ["| model | layout | ranks | slices | max slices/tensor | shards | chunks | "
-             "part index MiB (min-max) | merged index MiB | merge s | merge peak RSS MiB | "
-             "open s | plan s | plan read/needed | limit hit |",
+             "part index MiB (min-max) | merged index MiB | merge CPU s (wall) | "
+             "merge peak RSS MiB | open CPU s (wall) | plan CPU s (wall) | plan read/needed | "
+             "limit hit |",
              "|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|"]
     for r in results:
         parts = "-" if r.part_bytes_min is None else \
@@ -709,16 +722,16 @@ def table(results: Sequence[Result]) -> str:
         chunks = "-" if r.chunks is None else f"{r.chunks:,}"
         lines.append(f"| {r.model} | {r.layout} | {r.ranks:,} | {r.slices:,} | "
                      f"{r.max_slices_per_tensor:,} | {shards} | {chunks} | {parts} | {merged} | "
-                     f"{_s(r.merge_s)} | {_mib(r.merge_rss)} | {_s(r.open_s)} | "
-                     f"{_s(r.plan_s)} | {ratio} | {hit} |")
+                     f"{_cpu(r.merge_cpu, r.merge_s)} | {_mib(r.merge_rss)} | "
+                     f"{_cpu(r.open_cpu, r.open_s)} | {_cpu(r.plan_cpu, r.plan_s)} | {ratio} | "
+                     f"{hit} |")
     return "\n".join(lines)
 
 
 def fits(results: Sequence[Result]) -> str:
     """The growth exponents, as Markdown lines."""
     lines = []
-    for metric in ("merge_s", "merge_rss", "open_s", "plan_s", "merged_bytes_exact",
-                   "build_s"):
+    for metric in ("merge_cpu", "merge_rss", "open_cpu", "plan_cpu", "merged_bytes_exact"):
         for against in ("slices", "ranks"):
             fit = growth(results, metric, against)
             if fit is not None:
@@ -741,6 +754,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--dir", type=Path, default=None, help="where parts are built")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--markdown", type=Path, default=None)
+    parser.add_argument("--report", type=Path, nargs="+", default=None,
+                        help="print the report of earlier --json results, run nothing")
     parser.add_argument("--child", nargs="+", default=None, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -761,6 +776,10 @@ def main(argv: Sequence[str] | None = None) -> list[Result]:
         _child(args)
         return []
     options = SaveOptions(args.chunk_size, args.tile_bytes or None)
+    if args.report:
+        results = [Result(**r) for path in args.report for r in json.loads(path.read_text())]
+        _report(results, options, args)
+        return results
     base = Path(tempfile.mkdtemp(prefix="ocf-index-scale-", dir=args.dir))
     results = []
     try:
@@ -775,6 +794,11 @@ def main(argv: Sequence[str] | None = None) -> list[Result]:
                           file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(base, ignore_errors=True)
+    _report(results, options, args)
+    return results
+
+
+def _report(results: list[Result], options: SaveOptions, args: argparse.Namespace) -> None:
     report = (f"OCF {__version__}, chunk_size {options.chunk_size}, tile_bytes "
               f"{options.tile_bytes}, max_shard_size {options.max_shard_size}\n\n"
               f"{table(results)}\n\nGrowth (least-squares slope of log-log):\n\n"
@@ -782,9 +806,8 @@ def main(argv: Sequence[str] | None = None) -> list[Result]:
     print(report)
     if args.markdown:
         args.markdown.write_text(report)
-    if args.json:
+    if args.json and not args.report:
         args.json.write_text(json.dumps([asdict(r) for r in results], indent=1))
-    return results
 
 
 if __name__ == "__main__":
