@@ -80,6 +80,8 @@ TP = 8
 BF16 = dtypes.BY_NAME["bfloat16"]
 FP32 = dtypes.BY_NAME["float32"]
 LAYOUTS = ("fsdp", "tp-fsdp")
+# Configs the log-log growth is fitted on have at least this many slices.
+FIT_MIN_SLICES = 100_000
 
 
 # -- the models --------------------------------------------------------------------------------
@@ -582,6 +584,9 @@ class Result:
     tensors: int
     slices: int  # in the merged index
     max_slices_per_tensor: int
+    # Tensor rows summed over the part indexes: what the merge reads and checks per part
+    # and tensor, whatever the slices (None in results saved before it was counted).
+    part_tensors: int | None = None
     merged: bool = False  # merged, opened and planned here (else sized only)
     shards: int | None = None
     chunks: int | None = None
@@ -608,7 +613,19 @@ def count(model: Model, layout: str, ranks: int, options: SaveOptions) -> Result
     tensors = state(model)
     slices = [slices_in_all(t, layout, ranks, options.tile_bytes) for t in tensors]
     return Result(model.name, layout, ranks, parameter_count(model), len(tensors), sum(slices),
-                  max(slices))
+                  max(slices), part_tensors(model, layout, ranks))
+
+
+def part_tensors(model: Model, layout: str, ranks: int) -> int:
+    """How many (part, tensor) pairs the parts hold: the rows of all part tables."""
+    return sum(_holders_of_kind(t.shape, t.tp_dim, layout, ranks) for t in state(model))
+
+
+@cache
+def _holders_of_kind(shape: tuple[int, ...], tp_dim: int | str | None, layout: str,
+                     ranks: int) -> int:
+    tensor = Tensor("", shape, FP32, tp_dim)
+    return sum(box_of(tensor, layout, ranks, r) is not None for r in range(ranks))
 
 
 def build(model: Model, layout: str, ranks: int, options: SaveOptions,
@@ -684,7 +701,8 @@ def growth(results: Sequence[Result], metric: str, against: str = "slices"
     number."""
     points = [(getattr(r, against), getattr(r, metric)) for r in results
               if getattr(r, metric) is not None and getattr(r, metric) > 0]
-    if len(points) < 2 or len({x for x, _ in points}) < 2:
+    xs = [x for x, _ in points]
+    if len(points) < 2 or max(xs) < 2 * min(xs):  # too narrow a range to fit a slope on
         return None
     x, y = np.log([p[0] for p in points]), np.log([p[1] for p in points])
     return float(np.polyfit(x, y, 1)[0]), len(points)
@@ -729,14 +747,69 @@ def table(results: Sequence[Result]) -> str:
 
 
 def fits(results: Sequence[Result]) -> str:
-    """The growth exponents, as Markdown lines."""
+    """The growth of each cost, as Markdown lines: log-log slopes on the number of
+    slices (at 8 ranks, across models: the parts fixed; and over every config), and
+    a least-squares split into a cost per slice and per (part, tensor) pair."""
     lines = []
-    for metric in ("merge_cpu", "merge_rss", "open_cpu", "plan_cpu", "merged_bytes_exact"):
-        for against in ("slices", "ranks"):
-            fit = growth(results, metric, against)
-            if fit is not None:
-                lines.append(f"- {metric} ~ {against}^{fit[0]:.2f} ({fit[1]} configs)")
+    for metric in ("merge_cpu", "merge_rss", "open_cpu", "plan_cpu"):
+        # Below 100,000 slices fixed costs (imports, opening files) flatten the slope.
+        large = [r for r in _complete(results) if r.slices >= FIT_MIN_SLICES]
+        at_8 = growth([r for r in large if r.ranks == 8], metric)
+        every = growth(large, metric)
+        if every is None:
+            continue
+        line = f"- {metric}: ~ slices^{every[0]:.2f} over all ({every[1]} configs)"
+        if at_8 is not None:
+            line += f", ~ slices^{at_8[0]:.2f} at 8 ranks ({at_8[1]} configs)"
+        split = _per_slice_and_pair(results, metric)
+        if split is not None:
+            line += (f"; ~ {split[0]:.3g} per slice + {split[1]:.3g} per (part, tensor) "
+                     f"(R^2 {split[2]:.3f})")
+        lines.append(line)
     return "\n".join(lines)
+
+
+def _complete(results: Sequence[Result]) -> list[Result]:
+    return [r for r in results if r.merged and r.error is None]
+
+
+def extrapolated(results: Sequence[Result]) -> str:
+    """What the configs not merged here would cost, by the per-slice and per-pair fits
+    of the merged ones: a Markdown table (empty when every config was merged)."""
+    rest = [r for r in results if not r.merged and r.part_tensors is not None]
+    merge, memory = _per_slice_and_pair(results, "merge_cpu"), \
+        _per_slice_and_pair(results, "merge_rss")
+    # One rank's plan builds the views of the slices of every tensor it loads: all of
+    # them, whatever the parts (the per-pair term fits to noise).
+    planned = [(r.slices, r.plan_cpu) for r in _complete(results) if r.plan_cpu is not None]
+    if not rest or merge is None or memory is None or not planned:
+        return ""
+    plan = sum(x * y for x, y in planned) / sum(x * x for x, _ in planned)
+    lines = ["| model | layout | ranks | slices | (part, tensor) pairs | merge CPU s | "
+             "merge RSS GiB | plan CPU s (one rank) |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rest:
+        pairs = r.part_tensors or 0
+        lines.append(f"| {r.model} | {r.layout} | {r.ranks:,} | {r.slices:,} | {pairs:,} | "
+                     f"{merge[0] * r.slices + merge[1] * pairs:.0f} | "
+                     f"{(memory[0] * r.slices + memory[1] * pairs) / (1 << 30):.1f} | "
+                     f"{plan * r.slices:.0f} |")
+    return "\n".join(lines)
+
+
+def _per_slice_and_pair(results: Sequence[Result], metric: str
+                        ) -> tuple[float, float, float] | None:
+    """Least squares of ``metric`` = a * slices + b * part_tensors: (a, b, R^2), over
+    the configs whose merge succeeded (a refused one stops part way)."""
+    rows = [(r.slices, r.part_tensors, getattr(r, metric)) for r in _complete(results)
+            if getattr(r, metric) is not None and r.part_tensors is not None]
+    if len(rows) < 3:
+        return None
+    x = np.array([[a, b] for a, b, _ in rows], dtype=np.float64)
+    y = np.array([c for _, _, c in rows], dtype=np.float64)
+    (a, b), *_ = np.linalg.lstsq(x, y, rcond=None)
+    total = float(((y - y.mean()) ** 2).sum())
+    fitted = 1 - float(((y - x @ np.array([a, b])) ** 2).sum()) / total if total else 1.0
+    return float(a), float(b), fitted
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -778,6 +851,9 @@ def main(argv: Sequence[str] | None = None) -> list[Result]:
     options = SaveOptions(args.chunk_size, args.tile_bytes or None)
     if args.report:
         results = [Result(**r) for path in args.report for r in json.loads(path.read_text())]
+        for r in results:  # saved before it was counted
+            if r.part_tensors is None:
+                r.part_tensors = part_tensors(MODELS[r.model], r.layout, r.ranks)
         _report(results, options, args)
         return results
     base = Path(tempfile.mkdtemp(prefix="ocf-index-scale-", dir=args.dir))
@@ -801,8 +877,13 @@ def main(argv: Sequence[str] | None = None) -> list[Result]:
 def _report(results: list[Result], options: SaveOptions, args: argparse.Namespace) -> None:
     report = (f"OCF {__version__}, chunk_size {options.chunk_size}, tile_bytes "
               f"{options.tile_bytes}, max_shard_size {options.max_shard_size}\n\n"
-              f"{table(results)}\n\nGrowth (least-squares slope of log-log):\n\n"
+              f"{table(results)}\n\nGrowth (log-log slopes over configs of at least "
+              f"{FIT_MIN_SLICES:,} slices; the split is fitted on every config):\n\n"
               f"{fits(results)}\n")
+    guess = extrapolated(results)
+    if guess:
+        report += ("\nExtrapolated, not measured: the configs not merged here, by the fits "
+                   f"above:\n\n{guess}\n")
     print(report)
     if args.markdown:
         args.markdown.write_text(report)
