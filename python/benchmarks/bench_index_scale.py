@@ -878,7 +878,7 @@ def _report(results: list[Result], options: SaveOptions, args: argparse.Namespac
     report = (f"OCF {__version__}, chunk_size {options.chunk_size}, tile_bytes "
               f"{options.tile_bytes}, max_shard_size {options.max_shard_size}\n\n"
               f"{table(results)}\n\nGrowth (log-log slopes over configs of at least "
-              f"{FIT_MIN_SLICES:,} slices; the split is fitted on every config):\n\n"
+              f"{FIT_MIN_SLICES:,} slices; the split is fitted on every merge that succeeded):\n\n"
               f"{fits(results)}\n")
     guess = extrapolated(results)
     if guess:
