@@ -62,7 +62,7 @@ from ocf.distributed.parts.tiling import tiles_of
 from ocf.distributed.resharding import RESHARD_CHUNK_SIZE, RESHARD_TILE_BYTES
 from ocf.format import dtypes
 from ocf.format.checksum import crc32c
-from ocf.format.codec import Codec
+from ocf.format.codecs.none import NONE
 from ocf.format.commit import new_write_id, shard_file_name
 from ocf.format.container import PREAMBLE, PREAMBLE_SIZE, Footer, padding
 from ocf.format.index.decoding import PART_FEATURE
@@ -300,10 +300,10 @@ class PartSimulator:
         shard, offset = self._place(size)
         chunk = self.options.chunk_size
         if size <= chunk:
-            return Block(shard, offset, size, size, Codec.NONE, False, 0, [zeros_crc(size)], [])
+            return Block(shard, offset, size, size, NONE, False, 0, [zeros_crc(size)], [])
         full, rest = divmod(size, chunk)
         crcs = [zeros_crc(chunk)] * full + ([zeros_crc(rest)] if rest else [])
-        return Block(shard, offset, size, size, Codec.NONE, False, chunk, crcs, [])
+        return Block(shard, offset, size, size, NONE, False, chunk, crcs, [])
 
     def _place(self, size: int) -> tuple[int, int]:
         """The shard and offset of the next block of ``size`` bytes."""

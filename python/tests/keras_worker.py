@@ -258,8 +258,9 @@ def read_tf_prefix(prefix: str, expected: dict[str, np.ndarray], cast: bool = Fa
     fresh, fresh_opt = plain(22 if BACKEND == "tensorflow" else None)
     status = ocf.Checkpoint(model=fresh, optimizer=fresh_opt).restore(prefix, partial=True,
                                                                      cast=cast)
+    unmatched = status.unmatched_checkpoint_paths(holding_values=True)
     return {"ocf_unmatched_objects": status.unmatched_object_paths(holding_values=True),
-            "ocf_unmatched_checkpoint": status.unmatched_checkpoint_paths(holding_values=True),
+            "ocf_unmatched_checkpoint": list(unmatched),  # a sequence, not JSON's list
             "ocf_restored_same": same(values(fresh, fresh_opt), expected)}
 
 
