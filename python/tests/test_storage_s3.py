@@ -372,13 +372,19 @@ def test_killed_upload_of_a_directory_leaves_the_previous_checkpoint(
     assert not set(remaining) & (set(after) - {INDEX_FILE_NAME})
 
 
+def _committed_old_model(server: S3Server, bucket_url: str) -> tuple[str, bytes]:
+    """A single-file checkpoint "model.ocf" of version "old" in the bucket: its URL and bytes."""
+    url = f"{bucket_url}/model.ocf"
+    ocf.save_file(_values(1), url, metadata={"version": "old"},
+                  storage_options=server.storage_options)
+    return url, server.fs.cat_file(url)
+
+
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
 def test_killed_multipart_upload_of_a_file_leaves_the_previous_object(
         s3_server: S3Server, s3_bucket: str) -> None:
-    url = f"{s3_bucket}/model.ocf"
+    url, before = _committed_old_model(s3_server, s3_bucket)
     opts = s3_server.storage_options
-    ocf.save_file(_values(1), url, metadata={"version": "old"}, storage_options=opts)
-    before = s3_server.fs.cat_file(url)
     bucket = s3_bucket.removeprefix("s3://")
 
     child = _start_child(s3_server, url, "file")
@@ -402,10 +408,8 @@ def _pending_uploads(server: S3Server, bucket_url: str) -> list[Any]:
 @pytest.mark.parametrize("elements", [1000, 10 << 20], ids=["one-part", "multipart"])
 def test_writer_dropped_mid_write_leaves_the_committed_object(
         s3_server: S3Server, s3_bucket: str, elements: int) -> None:
-    url = f"{s3_bucket}/model.ocf"
+    url, before = _committed_old_model(s3_server, s3_bucket)
     opts = s3_server.storage_options
-    ocf.save_file(_values(1), url, metadata={"version": "old"}, storage_options=opts)
-    before = s3_server.fs.cat_file(url)
 
     def save_and_fail() -> None:
         writer = ocf.Writer(url, storage_options=opts)
@@ -436,10 +440,8 @@ EXITING_CHILD = textwrap.dedent("""
 
 def test_writer_alive_at_interpreter_exit_leaves_the_committed_object(
         s3_server: S3Server, s3_bucket: str) -> None:
-    url = f"{s3_bucket}/model.ocf"
+    url, before = _committed_old_model(s3_server, s3_bucket)
     opts = s3_server.storage_options
-    ocf.save_file(_values(1), url, metadata={"version": "old"}, storage_options=opts)
-    before = s3_server.fs.cat_file(url)
 
     child = subprocess.run([sys.executable, "-c", EXITING_CHILD, url], capture_output=True,
                            text=True, env={**os.environ, **s3_server.env}, timeout=60)
@@ -465,10 +467,8 @@ def test_part_sizes_follow_s3s_rules_and_reach_800_gib() -> None:
 
 def test_an_upload_whose_parts_fail_raises_and_publishes_nothing(
         s3_server: S3Server, s3_bucket: str) -> None:
-    url = f"{s3_bucket}/model.ocf"
+    url, before = _committed_old_model(s3_server, s3_bucket)
     opts = s3_server.storage_options
-    ocf.save_file(_values(1), url, metadata={"version": "old"}, storage_options=opts)
-    before = s3_server.fs.cat_file(url)
     bucket = s3_bucket.removeprefix("s3://")
 
     writer = ocf.Writer(url, storage_options=opts)
