@@ -52,6 +52,7 @@ class MultipartUpload:
         self._upload_id: str = created["UploadId"]
         self._pool = ThreadPoolExecutor(IN_FLIGHT, thread_name_prefix="ocf-upload")
         self._sent: list[Future[dict[str, Any]]] = []
+        self._acknowledged = 0  # parts known to be uploaded, in order
         self._buffer = io.BytesIO()  # a file: aiobotocore refuses large raw bodies
         self._done = False
         # Holds no reference to self: collecting an upload that never completed
@@ -89,12 +90,12 @@ class MultipartUpload:
     def _send(self) -> None:
         """Send the part being filled, after waiting for the oldest part in flight
         when IN_FLIGHT are (which bounds the memory, and raises its error)."""
-        waiting = [sent for sent in self._sent if not sent.done()]
-        if len(waiting) >= IN_FLIGHT:
-            waiting[0].result()
-        for sent in self._sent:
-            if sent.done():
-                sent.result()  # a failed part fails the write that follows it
+        # Parts before _acknowledged are done and were checked; the rest are in flight.
+        while self._acknowledged < len(self._sent) and (
+                len(self._sent) - self._acknowledged >= IN_FLIGHT
+                or self._sent[self._acknowledged].done()):
+            self._sent[self._acknowledged].result()  # a failed part fails this write
+            self._acknowledged += 1
         number, body = len(self._sent) + 1, self._buffer
         body.seek(0)
         self._buffer = io.BytesIO()  # the part in flight keeps its own buffer
