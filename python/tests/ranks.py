@@ -41,12 +41,17 @@ def start(script: Path, job: dict[str, Any], world: int) -> list[subprocess.Pope
 
 
 def finish(processes: list[subprocess.Popen[bytes]], timeout: float = TIMEOUT) -> list[int]:
-    """Wait for every rank (killing those still running after ``timeout`` seconds)."""
+    """Wait for every rank, killing those still running after ``timeout`` seconds (their
+    code is then -SIGKILL: the caller's assertion reports it, and closes the pipes)."""
     deadline = time.monotonic() + timeout
     codes = []
     try:
         for process in processes:
-            codes.append(process.wait(timeout=max(1.0, deadline - time.monotonic())))
+            try:
+                codes.append(process.wait(timeout=max(1.0, deadline - time.monotonic())))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                codes.append(process.wait())
     finally:
         for process in processes:
             if process.poll() is None:
