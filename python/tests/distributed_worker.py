@@ -147,9 +147,13 @@ def die(job: dict[str, Any], rank: int, world: int) -> dict[str, Any]:
     tensors = owned(rank, world, version=2)
     if rank == job["victim"]:
         # 4 MiB go to the shard file first (above the writer's 1 MiB gathering), then
-        # the save stalls inside this rank's part.
+        # the save stalls inside this rank's part. The stalling value is a Slice's: the
+        # save converts plain values before its part is opened, a Slice's value only
+        # when the part writes it (a plain one stalled before any byte was written, and
+        # the test then found a shard with data only when another rank had written one).
         tensors = {"victim/big": np.ones(1 << 20, np.float32),
-                   "victim/stall": StallsUntilKilled(Path(job["ready"])), **tensors}
+                   "victim/stall": Slice(StallsUntilKilled(Path(job["ready"])), (0,), (1,)),
+                   **tensors}
     try:
         distributed.save_numbered(job["directory"], 2, tensors)
     except Exception as exc:
