@@ -32,11 +32,11 @@ import os
 import sys
 from collections.abc import Callable
 from concurrent.futures import Future
-from datetime import timedelta
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+import gloo_rank  # tests/, the script's own folder
 import numpy as np
 import torch
 import torch.distributed as dist
@@ -339,10 +339,8 @@ def stop_background_saver() -> None:
 
 def main() -> None:
     job = json.loads(sys.argv[1])
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     torch.use_deterministic_algorithms(True)
-    dist.init_process_group("gloo", init_method=os.environ["OCF_TEST_INIT"], rank=rank,
-                            world_size=world, timeout=timedelta(seconds=120))
+    rank, world = gloo_rank.join(timeout=120)
     for checkpoint, case, layout in job.get("load", []):
         load_checkpoint(checkpoint, case, layout, world)
     edges = {checkpoint: load_edges(checkpoint) for checkpoint in job.get("load_edges", [])}
@@ -355,11 +353,7 @@ def main() -> None:
     Path(f"{rank}.json").write_text(json.dumps({"saved": saved, "edges": edges,
                                                 "saved_edges": saved_edges}))
     stop_background_saver()
-    dist.barrier()
-    dist.destroy_process_group()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    gloo_rank.leave()
 
 
 if __name__ == "__main__":
