@@ -265,6 +265,10 @@ def _save_rows(args: argparse.Namespace, mib: int, base: Path, server: Any,
                ("jax", "ocf"), ("jax", "orbax")]
     if server is not None and mib <= args.s3_mib:
         systems += [("torch", "raw-s3"), ("torch", "ocf-s3")]
+    if args.systems:  # the floors stay: every ratio needs its own
+        wanted = set(args.systems.split(",")) | {"raw", "raw-s3"}
+        systems = [(e, s) for e, s in systems
+                   if (s if e == "torch" else f"jax-{s}") in wanted]
     rows = []
     floor: dict[str, float] = {}
     for world in (int(w) for w in args.writers.split(",")):
@@ -282,7 +286,7 @@ def _save_rows(args: argparse.Namespace, mib: int, base: Path, server: Any,
                 floor[system] = wall
             ratio = wall / floor["raw-s3" if system.endswith("-s3") else "raw"]
             rows.append((mib, engine, system, world, mib * 1.048576 / wall, wall, fastest, ratio))
-        if world == 4:
+        if world == 4 and not args.no_loads:
             for system in ("ocf", "dcp"):  # one more save each, kept for the loads
                 sources[system] = str(base / f"source-{mib}-{system}")
                 measure({"engine": "torch", "system": system, "mib": mib, "repeat": 0,
@@ -340,6 +344,10 @@ def main() -> None:
     parser.add_argument("--writers", default="1,2,4")
     parser.add_argument("--s3-mib", type=int, default=128,
                         help="the largest state size also saved to S3 (moto holds it in memory)")
+    parser.add_argument("--systems", default=None,
+                        help="only these save systems (and their floors), comma-separated: "
+                             "ocf, ocf-dcp, dcp, jax-ocf, jax-orbax, ocf-s3")
+    parser.add_argument("--no-loads", action="store_true", help="skip the resharded loads")
     parser.add_argument("--quick", action="store_true", help="64 MiB, 1 repeat, no S3")
     parser.add_argument("--dir", default=None, help="where checkpoints go (default: a temp dir)")
     args = parser.parse_args()

@@ -12,21 +12,24 @@ stays the committed one [R-PART-004] [R-PART-005].
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from math import prod
 
+import numpy as np
+
 from ocf._version import __version__
+from ocf.distributed.parts.columns import PartTables, block_ranges, fill_blocks, joined, part_tables
 from ocf.distributed.parts.naming import check_save, is_part_file_name, part_file_name
+from ocf.format import dtypes
 from ocf.format.checksum import crc32c
 from ocf.format.commit import is_shard_file_name, leftover_names
 from ocf.format.container import INDEX_FILE_NAME, PREAMBLE, PREAMBLE_SIZE, Footer, read_index_bytes
 from ocf.format.errors import InvalidError, LimitExceededError, NotFoundError
 from ocf.format.index.decoding import PART_FEATURE, Index, decode_index
-from ocf.format.index.encoding import TableBuilder
-from ocf.format.index.model import Block, TensorInfo
+from ocf.format.index.encoding import extend_fully
 from ocf.format.limits import MAX_INDEX_BYTES, MAX_SLICES_PER_TENSOR
 from ocf.format.object_graph import decode_graph
-from ocf.format.slicing import Box, boxes_disjoint, boxes_fill
+from ocf.format.slicing import arrays_disjoint, arrays_tile
 from ocf.format.storage.backend import backend_of
 from ocf.format.storage.location import Location, StorageOptions, locate
 from ocf.v1 import index_pb2
@@ -40,19 +43,6 @@ class _Part:
     path: Location
     model: Index
     message: index_pb2.Index
-
-
-@dataclass
-class _Entry:
-    """One tensor of the merged checkpoint and where its blocks come from."""
-
-    info: TensorInfo
-    whole_in: int | None  # the part that stores it whole
-    slices: list[tuple[int, Box, Block]] = field(default_factory=list)  # (part, box, block)
-
-    @property
-    def parts(self) -> list[int]:
-        return sorted({p for p, _, _ in self.slices})
 
 
 def merge_parts(path: str | os.PathLike[str], *, save_id: str, parts: int,
@@ -149,15 +139,26 @@ def check_identity(path: Location, identity: index_pb2.Part,
 # -- combining -------------------------------------------------------------------------------
 
 
+@dataclass
+class _Tensor:
+    """One key of the merged checkpoint and the parts that hold it."""
+
+    key: str
+    holders: list[tuple[int, int]]  # (place in the list of parts, row in that part's table)
+    sliced: bool
+
+
 def _merged_index(parts: list[_Part], directory: Location) -> index_pb2.Index:
     """The index of the merged checkpoint, after every combining check [R-PART-005]."""
     index = index_pb2.Index()
     index.header.writer = f"ocf-python {__version__}"
     bases = _shards(parts, index, directory)
-    entries = _entries(parts)
-    for key, entry in entries.items():
-        _check_slices(key, entry, directory)
-    _fill_tables(index, entries, bases)
+    tables = [part_tables(part.message) for part in parts]
+    tensors = _tensors(parts, tables)
+    for tensor in tensors:
+        if tensor.sliced:
+            _check_slices(tensor, parts, tables, directory)
+    _fill_tables(index, tensors, tables, bases)
     first = parts[0].message
     for key in sorted(first.metadata):
         index.metadata[key].CopyFrom(first.metadata[key])
@@ -183,63 +184,93 @@ def _shards(parts: list[_Part], index: index_pb2.Index, directory: Location
     return bases
 
 
-def _entries(parts: list[_Part]) -> dict[str, _Entry]:
-    """Every key in order of first appearance, with the blocks of every part; checked
-    key by key in that order (M4 of spec/parts.md)."""
-    holders: dict[str, list[tuple[_Part, TensorInfo]]] = {}
-    for part in parts:
-        for key in part.model.tensors:
-            holders.setdefault(key, []).append((part, part.model.tensors[key]))
-    entries: dict[str, _Entry] = {}
+def _tensors(parts: list[_Part], tables: list[PartTables]) -> list[_Tensor]:
+    """Every key in order of first appearance, with the parts that hold it; checked key
+    by key in that order (M4 of spec/parts.md)."""
+    holders: dict[str, list[tuple[int, int]]] = {}
+    for n, table in enumerate(tables):
+        for row, key in enumerate(table.keys):
+            holders.setdefault(key, []).append((n, row))
+    tensors = []
     for key, held in holders.items():
-        first_part, first = held[0]
-        if len(held) > 1 and any(info.block is not None for _, info in held):
-            raise InvalidError(f"written by parts {first_part.number} and {held[1][0].number}, "
-                               "at least once whole: a tensor stored whole belongs to one part "
-                               "only", path=held[1][0].path, key=key, requirement="R-PART-005")
-        entry = entries[key] = _Entry(first, first_part.number if first.block is not None else None)
-        for part, info in held:
-            if (info.dtype.code, info.shape) != (first.dtype.code, first.shape):
-                raise InvalidError(f"part {part.number} has dtype {info.dtype.name} and global "
-                                   f"shape {list(info.shape)}, part {first_part.number} "
-                                   f"{first.dtype.name} and {list(first.shape)}",
-                                   path=part.path, key=key, requirement="R-PART-005")
-            entry.slices += [(part.number, (p.start, p.extent), p.block) for p in info.slices]
-    return entries
+        n0, r0 = held[0]
+        first = tables[n0]
+        if len(held) > 1 and any(tables[n].slice_counts[r] == 0 for n, r in held):
+            raise InvalidError(f"written by parts {parts[n0].number} and "
+                               f"{parts[held[1][0]].number}, at least once whole: a tensor "
+                               "stored whole belongs to one part only",
+                               path=parts[held[1][0]].path, key=key, requirement="R-PART-005")
+        for n, row in held:
+            table = tables[n]
+            if (table.dtypes[row], table.shapes[row]) != (first.dtypes[r0], first.shapes[r0]):
+                raise InvalidError(f"part {parts[n].number} has dtype "
+                                   f"{dtypes.BY_CODE[table.dtypes[row]].name} and global shape "
+                                   f"{list(table.shapes[row])}, part {parts[n0].number} "
+                                   f"{dtypes.BY_CODE[first.dtypes[r0]].name} and "
+                                   f"{list(first.shapes[r0])}", path=parts[n].path, key=key,
+                                   requirement="R-PART-005")
+        tensors.append(_Tensor(key, held, first.slice_counts[r0] > 0))
+    return tensors
 
 
-def _check_slices(key: str, entry: _Entry, directory: Location) -> None:
-    """The slices of all parts are few enough, disjoint, and tile the shape."""
-    if entry.whole_in is not None:
+def _check_slices(tensor: _Tensor, parts: list[_Part], tables: list[PartTables],
+                  directory: Location) -> None:
+    """The slices of all parts are few enough, disjoint, and tile the shape (M5): one
+    check over the boxes of every part at once."""
+    numbers = sorted({parts[n].number for n, _ in tensor.holders})
+    count = sum(tables[n].slice_counts[row] for n, row in tensor.holders)
+    if count > MAX_SLICES_PER_TENSOR:
+        raise LimitExceededError(f"parts {numbers} hold {count} slices, above the "
+                                 f"limit of {MAX_SLICES_PER_TENSOR}", path=directory,
+                                 key=tensor.key, requirement="R-SLICE-004")
+    boxes = [tables[n].boxes(row) for n, row in tensor.holders]
+    lo = np.concatenate([start for start, _ in boxes])
+    extent = np.concatenate([extent for _, extent in boxes])
+    n0, r0 = tensor.holders[0]
+    shape = tables[n0].shapes[r0]
+    # Every box lies inside the shape (M2): disjoint boxes tile it when their volumes
+    # add up to its volume, and boxes that add up to it but do not tile it overlap.
+    covered = sum(extent.prod(axis=1).tolist())
+    if covered == prod(shape) and arrays_tile(lo, extent, shape):
         return
-    boxes = [box for _, box, _ in entry.slices]
-    if len(boxes) > MAX_SLICES_PER_TENSOR:
-        raise LimitExceededError(f"parts {entry.parts} hold {len(boxes)} slices, above the "
-                                 f"limit of {MAX_SLICES_PER_TENSOR}", path=directory, key=key,
-                                 requirement="R-SLICE-004")
-    if not boxes_disjoint(boxes):
-        raise InvalidError(f"slices written by parts {entry.parts} overlap", path=directory,
-                           key=key, requirement="R-PART-005")
-    if not boxes_fill(boxes, entry.info.shape):  # disjoint: filling is tiling
-        covered = sum(prod(extent) for _, extent in boxes)
-        raise InvalidError(f"slices written by parts {entry.parts} cover {covered} of the "
-                           f"{prod(entry.info.shape)} elements of global shape "
-                           f"{list(entry.info.shape)}: a part is missing or incomplete",
-                           path=directory, key=key, requirement="R-PART-005")
+    if covered == prod(shape) or not arrays_disjoint(lo, extent):
+        raise InvalidError(f"slices written by parts {numbers} overlap", path=directory,
+                           key=tensor.key, requirement="R-PART-005")
+    raise InvalidError(f"slices written by parts {numbers} cover {covered} of the "
+                       f"{prod(shape)} elements of global shape {list(shape)}: a part is "
+                       "missing or incomplete", path=directory, key=tensor.key,
+                       requirement="R-PART-005")
 
 
-def _fill_tables(index: index_pb2.Index, entries: dict[str, _Entry], bases: list[int]) -> None:
-    """Each tensor as the merged index holds it: the parts' blocks, shard numbers rebased."""
-    tables = TableBuilder()
-    for key, entry in entries.items():
-        info = entry.info
-        row = tables.add_tensor(key, info.dtype.code, info.shape, sliced=entry.whole_in is None)
-        if entry.whole_in is not None:
-            assert info.block is not None
-            tables.add_block(row, info.block, shard_base=bases[entry.whole_in])
-        for part, box, block in entry.slices:
-            tables.add_block(row, block, box, shard_base=bases[part])
-    tables.fill(index)
+def _fill_tables(index: index_pb2.Index, tensors: list[_Tensor], tables: list[PartTables],
+                 bases: list[int]) -> None:
+    """Each tensor as the merged index holds it: the parts' blocks in merged order (the
+    blocks of each holder, parts in order), shard numbers rebased [R-PART-006]."""
+    block_bases = np.cumsum([0] + [len(t.blocks.offsets) for t in tables]).tolist()
+    keys: list[str] = []
+    codes: list[int] = []
+    ranks: list[int] = []
+    dims: list[int] = []
+    counts: list[int] = []
+    firsts: list[int] = []
+    spans: list[int] = []
+    for tensor in tensors:
+        n0, r0 = tensor.holders[0]
+        shape = tables[n0].shapes[r0]
+        keys.append(tensor.key)
+        codes.append(tables[n0].dtypes[r0])
+        ranks.append(len(shape))
+        dims.extend(shape)
+        counts.append(sum(tables[n].slice_counts[row] for n, row in tensor.holders))
+        for n, row in tensor.holders:
+            firsts.append(block_bases[n] + tables[n].first_block[row])
+            spans.append(max(1, tables[n].slice_counts[row]))
+    t = index.tensors
+    for field, values, name in ((t.keys, keys, "tensor keys"), (t.dtypes, codes, "tensor dtypes"),
+                                (t.ranks, ranks, "tensor ranks"), (t.dims, dims, "tensor dims"),
+                                (t.slice_counts, counts, "slice counts")):
+        extend_fully(field, values, name)
+    fill_blocks(index.blocks, joined(tables, bases), block_ranges(firsts, spans))
 
 
 def _check_merged(data: bytes, directory: Location) -> None:
