@@ -175,6 +175,26 @@ class Writer:
         """
         self._emitter.emit(self._tensors.slices(key, array, start, shape, boxes))
 
+    def write_tiles(self, key: str, array: np.ndarray, start: Sequence[int],
+                    shape: Sequence[int], tile: Sequence[int]) -> None:
+        """Store the box ``array`` at ``start`` of the tensor ``key`` of global ``shape``
+        as the cells of the grid whose lines lie at the multiples of ``tile`` (an
+        extent per dimension, in global coordinates), each cell a slice.
+
+        The same file as :meth:`write_slices` of the cells in C order of the grid,
+        and the same errors. When the grid's lines fall on the box's edges (every
+        cell of the tile's shape) and the codec stores raw bytes, the cells are cut
+        and written a few MiB at a time with array operations: thousands of tiles
+        cost little more than the bytes. ``ocf.distributed.parts.PartWriter`` stores
+        its tiles with it.
+
+        Examples:
+            >>> table = np.arange(64.0).reshape(8, 8)
+            >>> with ocf.Writer("table.ocf") as writer:  # four 4 x 4 tiles
+            ...     writer.write_tiles("table", table, (0, 0), (8, 8), (4, 4))
+        """
+        self._emitter.emit(self._tensors.tiles(key, array, start, shape, tile))
+
     def set_metadata(self, metadata: Mapping[str, object]) -> None:
         """Replace the checkpoint's metadata (given to the constructor, if any) before
         :meth:`commit`: for writers that learn it only after writing the tensors."""

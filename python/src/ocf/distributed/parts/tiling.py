@@ -23,11 +23,11 @@ readers of columns read 1.25 times what they need.)
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from itertools import pairwise, product
+from collections.abc import Sequence
 from math import ceil, prod
 
 from ocf.format.slicing import Box
+from ocf.format.writing.tiles import grid_cells
 
 #: Most tiles the grid of one tensor has: larger tensors get larger tiles.
 MAX_GRID_TILES = 1024
@@ -60,35 +60,31 @@ def tile_shape(shape: Sequence[int], itemsize: int, tile_bytes: int) -> tuple[in
     return tuple(ceil(shape[d] / counts[d]) for d in range(len(shape)))
 
 
-def _cuts(start: int, extent: int, step: int) -> list[int]:
-    """The grid lines (multiples of ``step``) strictly inside [start, start + extent),
-    with the run's own ends."""
-    first = (start // step + 1) * step
-    return [start, *range(first, start + extent, step), start + extent]
-
-
 def tile_count(box: Box, tile: Sequence[int]) -> int:
     """How many tiles the grid of ``tile`` cuts ``box`` into."""
-    return prod(len(_cuts(s, e, t)) - 1 for s, e, t in zip(*box, tile))
+    return prod((s + e - 1) // t - s // t + 1 for s, e, t in zip(*box, tile))
 
 
 def tiles_of(box: Box, shape: Sequence[int], itemsize: int, tile_bytes: int) -> list[Box]:
     """The tiles of ``box`` (global coordinates) in a tensor of ``shape``.
 
-    The box is cut by the grid of :func:`tile_shape`, coarsened (tile edges
-    doubled, so that the lines stay on the grid) until the box has at most its
-    share of :data:`TILE_BUDGET` tiles. Tiles are listed in C order of the grid.
+    The box is cut by the grid of :func:`box_tile`. Tiles are listed in C order of
+    the grid.
     """
+    tile = box_tile(box, shape, itemsize, tile_bytes)
+    return [box] if tile is None else grid_cells(*box, tile)
+
+
+def box_tile(box: Box, shape: Sequence[int], itemsize: int, tile_bytes: int
+             ) -> tuple[int, ...] | None:
+    """The tile of the grid that cuts ``box``: that of :func:`tile_shape`, coarsened
+    (tile edges doubled, so that the lines stay on the grid) until the box has at most
+    its share of :data:`TILE_BUDGET` tiles; None for a tensor without a grid (rank 0,
+    or no elements)."""
     tile = list(tile_shape(shape, itemsize, tile_bytes))
     if not tile or 0 in tile:
-        return [box]
+        return None
     budget = max(1, TILE_BUDGET * prod(box[1]) // prod(shape))
     while tile_count(box, tile) > budget:
         tile = [min(2 * t, d) for t, d in zip(tile, shape)]
-    return list(_boxes(box, tile))
-
-
-def _boxes(box: Box, tile: Sequence[int]) -> Iterator[Box]:
-    runs = [list(pairwise(c)) for c in (_cuts(s, e, t) for s, e, t in zip(*box, tile))]
-    for combination in product(*runs):
-        yield (tuple(a for a, _ in combination), tuple(b - a for a, b in combination))
+    return tuple(tile)

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ocf.distributed.parts.naming import check_save, part_file_name
-from ocf.distributed.parts.tiling import tiles_of
+from ocf.distributed.parts.tiling import box_tile
 from ocf.format import dtypes
 from ocf.format.errors import InvalidError, OCFError
 from ocf.format.index.decoding import PART_FEATURE
@@ -153,9 +153,12 @@ class PartWriter(Writer):
             self._keys.add(key)
             return
         origin = tuple(int(x) for x in start)
-        self.write_slices(key, array, origin, shape,
-                          tiles_of((origin, array.shape), shape, array.dtype.itemsize,
-                                   self.tile_bytes or 1))
+        tile = box_tile((origin, array.shape), shape, array.dtype.itemsize,
+                        self.tile_bytes or 1)
+        if tile is None:
+            super().write_slice(key, array, start, shape)
+        else:
+            self.write_tiles(key, array, origin, shape, tile)
         self._keys.add(key)
 
     def write_tensors(self, tensors: Mapping[str, object]) -> None:

@@ -124,6 +124,27 @@ class TableBuilder:
             self._starts.add(box[0] if box is not None else ())
             self._extents.add(box[1] if box is not None else ())
 
+    def add_tile_blocks(self, row: int, shard: int, offsets: np.ndarray, size: int,
+                        chunk_size: int, crcs: Sequence[int], starts: np.ndarray,
+                        extents: np.ndarray) -> None:
+        """Add uncompressed slices of the tensor at ``row``, all in ``shard`` and of
+        ``size`` bytes each, in chunks of ``chunk_size`` (0: one chunk): ``crcs`` holds
+        the checksums of all their chunks in order, ``starts`` and ``extents`` a row
+        per slice."""
+        count = len(offsets)
+        self._owners.extend([row] * count)
+        self._shards.extend([shard] * count)
+        self._offsets.extend(offsets.tolist())
+        self._stored_lengths.extend([size] * count)
+        self._raw_lengths.extend([size] * count)
+        self._codecs.extend([NONE.value] * count)
+        self._shuffles.extend([False] * count)
+        self._chunk_sizes.extend([chunk_size] * count)
+        self._crcs.add_each(crcs, len(crcs) // max(1, count), count)
+        self._stored_chunk_lengths.add_each((), 0, count)
+        self._starts.add_each(starts.ravel().tolist(), starts.shape[1], count)
+        self._extents.add_each(extents.ravel().tolist(), extents.shape[1], count)
+
     def fill(self, index: index_pb2.Index) -> None:
         """Append the gathered tensors and blocks to the tables of ``index``."""
         owners = np.asarray(self._owners, dtype=np.int64)

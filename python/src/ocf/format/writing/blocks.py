@@ -16,6 +16,8 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
+import numpy as np
+
 from ocf.format.checksum import crc32c
 from ocf.format.codecs.base import Codec
 from ocf.format.container import ALIGNMENT, padding
@@ -25,6 +27,7 @@ from ocf.format.slicing import Box
 from ocf.format.storage.backend import Output
 from ocf.format.writing.committers import Committer
 from ocf.format.writing.items import Item
+from ocf.format.writing.tiles import TileRun
 
 # Blocks at least this large are checksummed on a worker thread while the main
 # thread writes them.
@@ -47,13 +50,18 @@ class BlockEmitter:
         self._threads = threads
         self._pool = ThreadPoolExecutor(max_workers=threads)
 
-    def emit(self, items: Iterable[Item]) -> None:
+    def emit(self, items: Iterable[Item | TileRun]) -> None:
         """Write ``items`` in order. When taking the next item raises (it failed its
         checks), the items before it are written before the error propagates."""
         batch: list[Item] = []
         gathered = 0
         try:
             for item in items:
+                if isinstance(item, TileRun):
+                    self._write_batch(batch)
+                    gathered = 0
+                    self._write_tiles(item)
+                    continue
                 if not self._batches(item):  # after the blocks gathered before it
                     self._write_batch(batch)
                     gathered = 0
@@ -120,6 +128,52 @@ class BlockEmitter:
         self._table.add_plain_blocks(rows, self._committer.shard, offsets, sizes, crcs, boxes)
         return first + len(rows)
 
+    # -- runs of tiles ----------------------------------------------------------
+
+    def _write_tiles(self, run: TileRun) -> None:
+        """Write the tiles of ``run`` as the next blocks, one after the other at 64-byte
+        boundaries, as many at a time as fit in the shard: the bytes and index rows
+        one block each would give, with no Python object per tile. Compressed tiles
+        are encoded one at a time."""
+        size = run.tile_size
+        if not self._codec.stores_raw:
+            for i in range(len(run)):
+                box = (tuple(run.starts[i].tolist()), tuple(run.extents[i].tolist()))
+                item = Item(run.row, run.dtype, run.data[i * size : (i + 1) * size], box)
+                self._table.add_block(run.row, self._store(item), box)
+            return
+        stride = size + padding(size)
+        chunk_size = self._chunk_size if size > self._chunk_size else 0
+        first = 0
+        while first < len(run):
+            output = self._committer.output_for(size)
+            output.align()
+            position, limit = output.position, self._committer.shard_limit
+            fit = len(run) - first
+            if limit - position - size < (fit - 1) * stride:  # fewer fit: at least one
+                fit = max(1, (limit - position - size) // stride + 1)
+            tiles = run.data[first * size : (first + fit) * size]
+            checksums = self._tile_checksums(tiles, size, chunk_size)
+            output.write_many(_spaced(tiles, size, stride))
+            offsets = position + stride * np.arange(fit, dtype=np.int64)
+            self._table.add_tile_blocks(run.row, self._committer.shard, offsets, size,
+                                        chunk_size, checksums.result(),
+                                        run.starts[first : first + fit],
+                                        run.extents[first : first + fit])
+            first += fit
+
+    def _tile_checksums(self, tiles: memoryview, size: int, chunk_size: int
+                        ) -> Future[list[int]]:
+        """The CRC-32C of every chunk of every tile of ``tiles`` (each ``size`` bytes),
+        on a worker thread, while this one writes them."""
+        step = chunk_size or size
+
+        def checksums() -> list[int]:
+            return [crc32c(tiles[a : a + min(step, size - (a % size))])
+                    for t in range(0, len(tiles), size) for a in range(t, t + size, step)]
+
+        return self._pool.submit(checksums)
+
     # -- one block at a time ----------------------------------------------------
 
     def _store(self, item: Item) -> Block:
@@ -176,3 +230,15 @@ class BlockEmitter:
     def _encode_chunk(self, raw: memoryview, itemsize: int) -> tuple[memoryview | bytes, int]:
         stored = self._codec.encode(raw, self._level, itemsize)
         return stored, crc32c(stored)
+
+
+def _spaced(tiles: memoryview, size: int, stride: int) -> list[memoryview]:
+    """The tiles of ``tiles`` (``size`` bytes each), each followed by the zeros that
+    bring it to ``stride`` bytes, but the last: one buffer when there are no zeros."""
+    if stride == size:
+        return [tiles]
+    gap = _ZEROS[: stride - size]
+    buffers: list[memoryview] = []
+    for at in range(0, len(tiles), size):
+        buffers += [tiles[at : at + size], gap]
+    return buffers[:-1]

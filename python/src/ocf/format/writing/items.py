@@ -15,6 +15,7 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from math import prod
 
 import numpy as np
 
@@ -23,7 +24,8 @@ from ocf.format.errors import InvalidError, LimitExceededError
 from ocf.format.index.encoding import TableBuilder
 from ocf.format.limits import MAX_ELEMENTS, MAX_KEY_BYTES, MAX_RANK, nonzero_product
 from ocf.format.raw import to_raw
-from ocf.format.slicing import Box, boxes_disjoint, boxes_tile
+from ocf.format.slicing import Box, arrays_disjoint, arrays_tile
+from ocf.format.writing.tiles import TileRun, grid_cells, is_regular, tile_runs
 
 # The NumPy dtypes whose arrays are their own raw bytes when C-ordered (the
 # little-endian machines' native types; ml_dtypes types export no buffer).
@@ -50,7 +52,7 @@ class Tensors:
     def __init__(self) -> None:
         self.table = TableBuilder()
         self.rows: dict[str, int] = {}
-        self._boxes: dict[int, list[Box]] = {}
+        self._boxes: dict[int, _Boxes] = {}
 
     def whole(self, key: str, value: object) -> Item:
         """The item that stores ``value`` whole under ``key``."""
@@ -95,12 +97,11 @@ class Tensors:
         if self._all_valid(first, array, origin, extents, shape):
             # What _slice checks of each box holds for all of them, checked at once above
             # (the tiles of a box: thousands of them): only the bytes are left.
-            boxes_of_row = self._boxes[first.row]
+            self._boxes[first.row].add_arrays(starts[1:], extents[1:])
             for box_start, window in windows[1:]:
                 tile = array[window]
-                box = (tuple(box_start), tile.shape)
-                boxes_of_row.append(box)
-                yield Item(first.row, first.dtype, to_raw(tile, first.dtype), box)
+                yield Item(first.row, first.dtype, to_raw(tile, first.dtype),
+                           (tuple(box_start), tile.shape))
             return
         for box_start, window in windows[1:]:  # one at a time, raising where _slice does
             yield self._slice(key, array[window], box_start, shape)
@@ -116,43 +117,89 @@ class Tensors:
             (extents > 0).all()) and bool((origin >= 0).all())
                 and bool((origin + np.asarray(array.shape, np.int64) <= bound).all()))
 
+    def tiles(self, key: str, array: np.ndarray, start: Sequence[int], shape: Sequence[int],
+              tile: Sequence[int]) -> Iterator[Item | TileRun]:
+        """What stores the box ``array`` at ``start`` of the tensor ``key`` of global
+        ``shape`` as the cells of the grid of ``tile``: the items :meth:`slices` gives
+        for those cells, or, for a regular box (:func:`is_regular`), runs of tiles cut
+        with array operations, after the checks :meth:`slices` makes of the first."""
+        array = np.asarray(array)
+        try:
+            origin = tuple(int(x) for x in start)
+        except (TypeError, ValueError):  # refused as write_slice refuses it
+            yield from self.slices(key, array, start, shape)
+            return
+        try:
+            cut = tuple(int(t) for t in tile)
+        except (TypeError, ValueError):
+            cut = ()
+        if len(cut) != array.ndim or any(t < 1 for t in cut):
+            raise InvalidError(f"tile {list(tile)} is not a positive extent per dimension of "
+                               f"the box of shape {list(array.shape)}", key=key,
+                               requirement="R-SLICE-001")
+        dtype = dtypes.for_array(array)
+        if not (is_regular(array, origin, cut, dtype) and _inside(array, origin, shape)):
+            yield from self.slices(key, array, start, shape,
+                                   grid_cells(origin, array.shape, cut))
+            return
+        _, box = self._check_slice(key, array, origin, shape)
+        row = self._sliced_row(key, dtype, shape)
+        # The tiles of a box tile it: the box stands for them in the checks at commit.
+        self._boxes[row].add(box)
+        yield from tile_runs(row, dtype, array, origin, cut)
+
     def check_slices(self, must_tile: bool, path: str | os.PathLike[str]) -> None:
         """At commit: the boxes of each tensor stored in slices tile its global shape
         exactly [R-SLICE-002], or (not ``must_tile``: a part, spec/parts.md) are at
-        least pairwise disjoint [R-SLICE-001]."""
+        least pairwise disjoint [R-SLICE-001]. Every box was checked to lie inside
+        the shape when it was written."""
         for row, boxes in self._boxes.items():
             key, shape = self.table.keys[row], self.table.shapes[row]
+            lo, extent = boxes.columns(len(shape))
             if not must_tile:
-                if not boxes_disjoint(boxes):
+                if not arrays_disjoint(lo, extent):
                     raise InvalidError("slices of this tensor overlap", key=key, path=path,
                                        requirement="R-SLICE-001")
-            elif not boxes_tile(boxes, shape):
+            elif sum(extent.prod(axis=1).tolist()) != prod(shape) or not arrays_tile(
+                    lo, extent, shape):
                 raise InvalidError(f"slices do not tile the global shape {list(shape)} "
                                    "exactly (overlap or gap)", key=key, path=path,
                                    requirement="R-SLICE-002")
 
     def _slice(self, key: str, array: np.ndarray, start: Sequence[int], shape: Sequence[int]
                ) -> Item:
+        dtype, box = self._check_slice(key, array, start, shape)
+        raw = to_raw(array, dtype)
+        row = self._sliced_row(key, dtype, shape)
+        self._boxes[row].add(box)
+        return Item(row, dtype, raw, box)
+
+    def _check_slice(self, key: str, array: np.ndarray, start: Sequence[int],
+                     shape: Sequence[int]) -> tuple[dtypes.Dtype, Box]:
+        """Check the box ``array`` at ``start`` of the tensor ``key`` of global ``shape``
+        [R-SLICE-001]; its dtype and (start, extent)."""
         dtype = dtypes.for_array(array)
         start, shape = tuple(int(x) for x in start), tuple(int(x) for x in shape)
         row = self.rows.get(key)
         if row is not None:
             self._check_same_tensor(key, row, dtype, shape)
-        if len(start) != len(shape) or array.ndim != len(shape) or array.size == 0 or any(
-            b < 0 or b + e > d for b, e, d in zip(start, array.shape, shape)
-        ):
+        if array.size == 0 or not _inside(array, start, shape):
             raise InvalidError(f"slice of shape {list(array.shape)} at {list(start)} is not a "
                                f"non-empty box inside {list(shape)}", key=key,
                                requirement="R-SLICE-001")
         check_shape(key, shape)
-        raw = to_raw(array, dtype)
+        return dtype, (start, array.shape)
+
+    def _sliced_row(self, key: str, dtype: dtypes.Dtype, shape: Sequence[int]) -> int:
+        """The row of the tensor stored in slices under ``key``, added for a new key."""
+        row = self.rows.get(key)
         if row is None:
             self._check_key(key)
-            row = self.rows[key] = self.table.add_tensor(key, dtype.code, shape, sliced=True)
-            self._boxes[row] = []
-        box = (start, array.shape)
-        self._boxes[row].append(box)
-        return Item(row, dtype, raw, box)
+            row = self.rows[key] = self.table.add_tensor(key, dtype.code,
+                                                         tuple(int(x) for x in shape),
+                                                         sliced=True)
+            self._boxes[row] = _Boxes()
+        return row
 
     def _check_same_tensor(self, key: str, row: int, dtype: dtypes.Dtype,
                            shape: tuple[int, ...]) -> None:
@@ -214,3 +261,31 @@ def _boxes_inside(key: str, array: np.ndarray, start: Sequence[int], boxes: Sequ
                            f"of shape {list(array.shape)} at {list(start)} that the array "
                            "holds", key=key, requirement="R-SLICE-001")
     return origin, starts, extents
+
+
+def _inside(array: np.ndarray, start: tuple[int, ...], shape: Sequence[int]) -> bool:
+    """Whether ``array`` at ``start`` is a box inside ``shape``, of its rank."""
+    return len(start) == len(shape) == array.ndim and all(
+        b >= 0 and b + e <= d for b, e, d in zip(start, array.shape, shape))
+
+
+class _Boxes:
+    """The boxes of one tensor's slices so far: one at a time, or as arrays of many."""
+
+    def __init__(self) -> None:
+        self._single: list[Box] = []
+        self._arrays: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def add(self, box: Box) -> None:
+        self._single.append(box)
+
+    def add_arrays(self, starts: np.ndarray, extents: np.ndarray) -> None:
+        """Add boxes: ``starts`` and ``extents`` have a row per box."""
+        self._arrays.append((starts, extents))
+
+    def columns(self, rank: int) -> tuple[np.ndarray, np.ndarray]:
+        """Starts and extents of all boxes (int64, a row per box)."""
+        single = [np.array([b for b, _ in self._single], np.int64).reshape(-1, rank),
+                  np.array([e for _, e in self._single], np.int64).reshape(-1, rank)]
+        return (np.concatenate([single[0], *(s for s, _ in self._arrays)]).astype(np.int64),
+                np.concatenate([single[1], *(e for _, e in self._arrays)]).astype(np.int64))

@@ -1,0 +1,96 @@
+"""A box stored as the cells of a grid, a slice each, with array operations.
+
+A multi-writer save stores every box of a tensor as the cells (tiles) of a
+grid of the tensor's global shape, so that a reader partitioning the tensor
+otherwise reads the tiles it overlaps (``ocf.distributed.parts.tiling``).
+That is thousands of slices per box: here the box is cut into tiles a band
+of grid rows at a time, with one reshaping copy per band and no Python
+object per tile, when the grid's lines fall on the box's edges (a regular
+box: every tile of the same shape, as when a tensor is split evenly). The
+bytes are those of one slice per tile, in C order of the grid, each tile in
+C order of its own box.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from itertools import pairwise, product
+from math import prod
+
+import numpy as np
+
+from ocf.format import dtypes
+from ocf.format.raw import to_raw
+from ocf.format.slicing import Box
+
+# The tiles of a box are cut about this many bytes at a time: one copy of that
+# size in memory, written with one call.
+BAND_BYTES = 4 << 20
+
+
+@dataclass(slots=True)
+class TileRun:
+    """Tiles of equal shape of one tensor, to be written one after the other: the raw
+    bytes of each in turn, and the box of each (int64, a row per tile)."""
+
+    row: int
+    dtype: dtypes.Dtype
+    data: memoryview  # flat: tile i is data[i * tile_size : (i + 1) * tile_size]
+    tile_size: int
+    starts: np.ndarray
+    extents: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+
+def grid_cells(start: Sequence[int], extent: Sequence[int], tile: Sequence[int]
+               ) -> list[Box]:
+    """The cells of the grid of ``tile`` (lines at its multiples, in global
+    coordinates) that cut the box at ``start`` of ``extent``, in C order of the grid."""
+    runs = [list(pairwise(_cuts(s, e, t))) for s, e, t in zip(start, extent, tile)]
+    return [(tuple(a for a, _ in cell), tuple(b - a for a, b in cell))
+            for cell in product(*runs)]
+
+
+def _cuts(start: int, extent: int, step: int) -> list[int]:
+    """The grid lines (multiples of ``step``) strictly inside [start, start + extent),
+    with the run's own ends."""
+    first = (start // step + 1) * step
+    return [start, *range(first, start + extent, step), start + extent]
+
+
+def is_regular(array: np.ndarray, start: Sequence[int], tile: Sequence[int],
+               dtype: dtypes.Dtype) -> bool:
+    """Whether the box ``array`` at ``start`` is cut by the grid of ``tile`` into more
+    than one tile, all of the tile's shape, of a fixed-size dtype: then
+    :func:`tile_runs` cuts it."""
+    return (dtype.numpy is not None and array.ndim >= 1 and len(start) == len(tile)
+            == array.ndim and array.size > 0 and all(t > 0 for t in tile)
+            and all(s % t == 0 and e % t == 0 for s, e, t in zip(start, array.shape, tile))
+            and prod(e // t for e, t in zip(array.shape, tile)) > 1)
+
+
+def tile_runs(row: int, dtype: dtypes.Dtype, array: np.ndarray, start: Sequence[int],
+              tile: Sequence[int]) -> Iterator[TileRun]:
+    """The tiles of the regular box ``array`` at ``start`` (:func:`is_regular`), a band
+    of whole grid rows of about :data:`BAND_BYTES` bytes at a time."""
+    rank = array.ndim
+    tile_array = np.asarray(tile, dtype=np.int64)
+    grid = [e // t for e, t in zip(array.shape, tile)]
+    tile_size = prod(tile) * (dtype.itemsize or 1)
+    band_rows = max(1, BAND_BYTES // (tile_size * prod(grid[1:])))
+    # Axes of a band reshaped to (grid 0, tile 0, grid 1, tile 1, ...): grid axes first.
+    order = [*range(0, 2 * rank, 2), *range(1, 2 * rank, 2)]
+    origin = np.asarray(start, dtype=np.int64)
+    for first in range(0, grid[0], band_rows):
+        rows = min(band_rows, grid[0] - first)
+        band = array[first * tile[0] : (first + rows) * tile[0]]
+        cells = band.reshape([n for g, t in zip([rows, *grid[1:]], tile) for n in (g, t)])
+        data = to_raw(cells.transpose(order), dtype)
+        index = np.indices([rows, *grid[1:]]).reshape(rank, -1).T
+        index[:, 0] += first
+        starts = origin + index * tile_array
+        yield TileRun(row, dtype, data, tile_size, starts,
+                      np.broadcast_to(tile_array, starts.shape))

@@ -1,0 +1,110 @@
+"""Writer.write_tiles: a box stored as the cells of a grid, cut with array operations.
+
+Every expectation is the file that write_slices of the same cells writes, byte for
+byte, or the values NumPy gives for the inputs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import ocf
+from ocf.format.writing import tiles as tiles_module
+from ocf.format.writing.tiles import grid_cells
+
+WRITE_ID = "0123456789abcdef"
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+def _write(directory: Path, how: str, array: np.ndarray, start: tuple[int, ...],
+           shape: tuple[int, ...], tile: tuple[int, ...], **options: object) -> None:
+    """The box ``array`` at ``start`` and the rest of the tensor as one slice each
+    side, so that the file is a complete checkpoint."""
+    with ocf.Writer(directory, layout="directory", write_id=WRITE_ID,
+                    **options) as writer:  # type: ignore[arg-type]
+        if how == "tiles":
+            writer.write_tiles("w", array, start, shape, tile)
+        else:
+            writer.write_slices("w", array, start, shape,
+                                grid_cells(start, array.shape, tile))
+        if start[0]:
+            writer.write_slice("w", np.zeros((start[0], *shape[1:]), array.dtype),
+                               (0,) * len(shape), shape)
+        end = start[0] + array.shape[0]
+        if end < shape[0]:
+            writer.write_slice("w", np.zeros((shape[0] - end, *shape[1:]), array.dtype),
+                               (end,) + (0,) * (len(shape) - 1), shape)
+
+
+CASES = {
+    # name: (dtype, box rows, shape, tile, writer options)
+    "tiles of 64-byte multiples": (np.float32, (32, 64), (96, 64), (8, 16), {}),
+    "tiles padded to 64 bytes": (np.float16, (20, 30), (40, 30), (5, 3), {}),
+    "tiles of several chunks": (np.float64, (64, 64), (128, 64), (32, 32),
+                                {"chunk_size": 4096}),
+    "zstd tiles": (np.float32, (32, 64), (64, 64), (16, 16),
+                   {"compression": "zstd", "chunk_size": 4096}),
+    "small shards": (np.int16, (32, 64), (64, 64), (8, 8), {"max_shard_size": 3000}),
+    "bfloat16, rank 3": (ml_dtypes.bfloat16, (4, 6, 8), (8, 6, 8), (2, 3, 4), {}),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_tiles_of_a_regular_box_are_the_file_write_slices_writes(tmp_path: Path, case: str,
+                                                                 monkeypatch: pytest.MonkeyPatch
+                                                                 ) -> None:
+    dtype, box, shape, tile, options = CASES[case]
+    monkeypatch.setattr(tiles_module, "BAND_BYTES", 1000)  # several bands per box
+    array = np.random.default_rng(1).standard_normal(box).astype(dtype)
+    start = (shape[0] - box[0],) + (0,) * (len(shape) - 1)
+    _write(tmp_path / "tiles", "tiles", array, start, shape, tile, **options)
+    _write(tmp_path / "slices", "slices", array, start, shape, tile, **options)
+    assert _files(tmp_path / "tiles") == _files(tmp_path / "slices")
+    with ocf.Reader(tmp_path / "tiles") as reader:
+        info = reader["w"]
+        assert len(info.slices) >= 2 * (box[0] // tile[0])
+        assert np.array_equal(reader.read_tensor("w")[start[0]:], array)
+
+
+def test_tiles_of_a_box_off_the_grid_are_the_file_write_slices_writes(tmp_path: Path
+                                                                      ) -> None:
+    array = np.arange(30 * 20, dtype=np.float32).reshape(30, 20)
+    _write(tmp_path / "tiles", "tiles", array, (5, 0), (35, 20), (8, 6))
+    _write(tmp_path / "slices", "slices", array, (5, 0), (35, 20), (8, 6))
+    assert _files(tmp_path / "tiles") == _files(tmp_path / "slices")
+
+
+def test_overlapping_boxes_written_as_tiles_are_refused_at_commit(tmp_path: Path) -> None:
+    array = np.ones((8, 8), np.float32)
+    writer = ocf.Writer(tmp_path / "c.ocf")
+    writer.write_tiles("w", array, (0, 0), (12, 8), (4, 4))
+    writer.write_tiles("w", array, (4, 0), (12, 8), (4, 4))
+    with pytest.raises(ocf.InvalidError, match="R-SLICE-002"):
+        writer.commit()
+    assert not (tmp_path / "c.ocf").exists()
+
+
+@pytest.mark.parametrize("tile", [(4,), (4, 0), (4, "x")])
+def test_a_tile_that_is_not_a_positive_extent_per_dimension_is_refused(
+        tmp_path: Path, tile: tuple[object, ...]) -> None:
+    with ocf.Writer(tmp_path / "c.ocf") as writer, pytest.raises(ocf.InvalidError,
+                                                                  match="tile"):
+        writer.write_tiles("w", np.ones((8, 8)), (0, 0), (8, 8), tile)  # type: ignore[arg-type]
+
+
+def test_a_box_outside_the_shape_is_refused_as_by_write_slices(tmp_path: Path) -> None:
+    array = np.ones((8, 8), np.float32)
+    errors = []
+    for how in ("tiles", "slices"):
+        with pytest.raises(ocf.InvalidError) as caught:
+            _write(tmp_path / how, how, array, (4, 0), (8, 8), (4, 4))
+        errors.append(str(caught.value).replace(str(tmp_path / how), ""))
+    assert errors[0] == errors[1]
+    assert "R-SLICE-001" in errors[0]
