@@ -195,6 +195,17 @@ class Writer:
         """
         self._emitter.emit(self._tensors.tiles(key, array, start, shape, tile))
 
+    def sync_data(self) -> None:
+        """Make the tensor bytes written so far durable now (the directory layout: fsync
+        of the shard files, or completed uploads), so that :meth:`commit` has only the
+        index left to write; tensors written after it go to new shards. For a writer
+        that must wait for something else before it commits (the coordinator of a DCP
+        save waits for the other ranks): the wait then overlaps the disk. Nothing is
+        committed, and :meth:`abort` still drops everything."""
+        if self._closed:
+            raise InvalidError("writer is already closed", path=self.target)
+        self._committer.close_shards()
+
     def set_metadata(self, metadata: Mapping[str, object]) -> None:
         """Replace the checkpoint's metadata (given to the constructor, if any) before
         :meth:`commit`: for writers that learn it only after writing the tensors."""

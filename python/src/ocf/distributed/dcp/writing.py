@@ -120,6 +120,13 @@ class StorageWriter(CheckpointPath, _DCPStorageWriter):
             writer.abort()
             raise
         if assignment.part == 0:
+            # Its data is made durable now, while the other ranks publish their parts;
+            # finish() then writes only the index and merges.
+            try:
+                writer.sync_data()
+            except BaseException:
+                writer.abort()
+                raise
             self._own_part, self._assignment = writer, assignment
         else:
             writer.commit()

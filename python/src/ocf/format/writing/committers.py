@@ -44,6 +44,11 @@ class Committer(ABC):
         return self._outputs[-1]
 
     @abstractmethod
+    def close_shards(self) -> None:
+        """Make the data written so far durable now, so that :meth:`commit` has only
+        the index left to write; later blocks go to new shards."""
+
+    @abstractmethod
     def commit(self, index: index_pb2.Index, name: str) -> None:
         """Write ``index`` and publish the checkpoint (its index under ``name``, in the
         directory layout)."""
@@ -85,6 +90,9 @@ class FileCommitter(Committer):
         self.created_directory = storage.prepare_target(target, "file")
         self._outputs.append(storage.create_output(target, write_id))
 
+    def close_shards(self) -> None:
+        """Nothing: the one file holds the index too, and becomes durable with it."""
+
     def commit(self, index: index_pb2.Index, name: str) -> None:
         index.shards.add(path="")  # the file itself holds the data
         index_bytes = self._index_bytes(index)
@@ -116,9 +124,10 @@ class DirectoryCommitter(Committer):
         super().__init__(storage, target, write_id)
         self.shard_limit = max_shard_size
         self.created_directory = storage.prepare_target(target, "directory")
+        self._closed = 0  # the shards before this one are durable and closed
 
     def output_for(self, size: int) -> Output:
-        last = self._outputs[-1] if self._outputs else None
+        last = self._outputs[-1] if len(self._outputs) > self._closed else None
         if last is None or (last.position > PREAMBLE_SIZE and last.position
                             + padding(last.position) + size > self.shard_limit):
             # A shard goes straight to its final name, which no reader opens
@@ -132,8 +141,8 @@ class DirectoryCommitter(Committer):
         """Steps 4 to 8 of [R-COMMIT-002]: sync the shards, list them, and publish the
         index under ``name``; a part index (spec/parts.md) publishes under its own
         name, and deletes nothing [R-COMMIT-004]."""
+        self.close_shards()
         for output in self._outputs:
-            output.close_durably()
             index.shards.add(path=output.path.name, length=output.position)
         index_bytes = self._index_bytes(index)
         # Local files go to a temporary name and are renamed; on an object store the
@@ -147,6 +156,11 @@ class DirectoryCommitter(Committer):
         self._outputs.clear()
         if name == INDEX_FILE_NAME:
             self._remove_leftovers(index)
+
+    def close_shards(self) -> None:
+        for output in self._outputs[self._closed:]:
+            output.close_durably()
+        self._closed = len(self._outputs)
 
     def _remove_leftovers(self, index: index_pb2.Index) -> None:
         """A previous version's shards, or a crashed write's [R-COMMIT-004]."""
