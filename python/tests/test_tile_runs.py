@@ -108,3 +108,15 @@ def test_a_box_outside_the_shape_is_refused_as_by_write_slices(tmp_path: Path) -
         errors.append(str(caught.value).replace(str(tmp_path / how), ""))
     assert errors[0] == errors[1]
     assert "R-SLICE-001" in errors[0]
+
+
+def test_a_scalar_written_as_one_slice_commits_and_twice_is_refused(tmp_path: Path) -> None:
+    with ocf.Writer(tmp_path / "one.ocf") as writer:
+        writer.write_slice("s", np.array(3.0), (), ())
+    with ocf.Reader(tmp_path / "one.ocf") as reader:
+        assert reader.read_tensor("s") == 3.0
+    writer = ocf.Writer(tmp_path / "two.ocf")
+    writer.write_slice("s", np.array(3.0), (), ())
+    writer.write_slice("s", np.array(3.0), (), ())
+    with pytest.raises(ocf.InvalidError, match="R-SLICE-002"):
+        writer.commit()

@@ -126,6 +126,7 @@ class Tensors:
         array = np.asarray(array)
         try:
             origin = tuple(int(x) for x in start)
+            bound = tuple(int(x) for x in shape)
         except (TypeError, ValueError):  # refused as write_slice refuses it
             yield from self.slices(key, array, start, shape)
             return
@@ -138,7 +139,7 @@ class Tensors:
                                f"the box of shape {list(array.shape)}", key=key,
                                requirement="R-SLICE-001")
         dtype = dtypes.for_array(array)
-        if not (is_regular(array, origin, cut, dtype) and _inside(array, origin, shape)):
+        if not (is_regular(array, origin, cut, dtype) and _inside(array, origin, bound)):
             yield from self.slices(key, array, start, shape,
                                    grid_cells(origin, array.shape, cut))
             return
@@ -285,7 +286,8 @@ class _Boxes:
 
     def columns(self, rank: int) -> tuple[np.ndarray, np.ndarray]:
         """Starts and extents of all boxes (int64, a row per box)."""
-        single = [np.array([b for b, _ in self._single], np.int64).reshape(-1, rank),
-                  np.array([e for _, e in self._single], np.int64).reshape(-1, rank)]
+        count = len(self._single)
+        single = [np.array([b for b, _ in self._single], np.int64).reshape(count, rank),
+                  np.array([e for _, e in self._single], np.int64).reshape(count, rank)]
         return (np.concatenate([single[0], *(s for s, _ in self._arrays)]).astype(np.int64),
                 np.concatenate([single[1], *(e for _, e in self._arrays)]).astype(np.int64))
