@@ -199,9 +199,19 @@ class _Session:
                                     key=key, path=self.reader.path)
                  for name, key in stored.attributes.items() if name in expected}
         if stored.metadata:
-            with self._naming_file(key=None):
+            with self._naming_file(key=None), self._naming_object(node):
                 view.check_restore_metadata(stored.metadata)
         return casts
+
+    @contextmanager
+    def _naming_object(self, node: int) -> Iterator[None]:
+        """An object's refusal of its metadata names the object's path."""
+        try:
+            yield
+        except OCFError as exc:
+            where = self.graph.path(node) or ROOT_SHOWN_AS
+            raise exc.located(exc.path, exc.key, detail=f"object {where!r}: {exc.detail}"
+                              ) from None
 
     @contextmanager
     def _naming_file(self, key: str | None) -> Iterator[None]:
@@ -245,6 +255,14 @@ class _Session:
         done = set(self.matched) | self.slots_done | self.pending_slots
         return [n for n in self.scope if n not in done
                 and (not holding_values or self.graph.nodes[n].attributes)]
+
+    def unmatched_state_paths(self) -> list[str]:
+        """Paths of the unmatched checkpoint objects holding metadata but no tensors:
+        training state such as an LR scheduler's, which a strict restore requires."""
+        done = set(self.matched) | self.slots_done | self.pending_slots
+        return sorted(self.graph.path(n) or ROOT_SHOWN_AS for n in self.scope
+                      if n not in done and self.graph.nodes[n].metadata
+                      and not self.graph.nodes[n].attributes)
 
     def unmatched_checkpoint_paths(self, *, holding_values: bool = False) -> CheckpointPaths:
         return CheckpointPaths(self.graph, self.unmatched_nodes(holding_values=holding_values))
