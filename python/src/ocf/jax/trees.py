@@ -22,6 +22,7 @@ from ocf.format.storage.backend import Layout
 from ocf.format.storage.location import StorageOptions
 from ocf.jax import slots
 from ocf.jax.pytree import Container, Leaf, TreeView
+from ocf.jax.staleness import LeafMemory
 from ocf.jax.translations import Translation
 from ocf.objects.restoring import NameMap
 from ocf.objects.restoring import restore as restore_objects
@@ -155,7 +156,10 @@ class TreeState:
     ``checkpoint.restore(path)``, :attr:`tree` is a new tree holding the
     restored values (concrete leaves the checkpoint lacks keep theirs,
     abstract ones are an error). Assign :attr:`tree` after each training
-    step so that the next save sees the current values.
+    step so that the next save sees the current values: a save that finds
+    the very JAX arrays of the last save or restore warns
+    (:class:`~ocf.jax.staleness.StaleTreeWarning`). :class:`ocf.jax.TreeManager`
+    takes the tree at each save instead, with no holder to keep in sync.
 
     Examples:
         >>> holder = ocf.jax.TreeState({"params": params, "opt_state": opt_state})
@@ -164,17 +168,19 @@ class TreeState:
         >>> params = holder.tree["params"]  # a new tree holding the restored values
     """
 
-    __slots__ = ("_tree", "_view")  # no __weakref__: nothing can wait on it
+    __slots__ = ("_memory", "_tree", "_view")  # no __weakref__: nothing can wait on it
 
     def __init__(self, tree: Any) -> None:
         self._tree = tree
         self._view: TreeView | None = None
+        self._memory = LeafMemory()
 
     @property
     def tree(self) -> Any:
         """The tree; after a restore, a new one with the restored values."""
         if self._view is not None and self._view.dirty:
             self._tree = self._view.rebuild()
+            self._memory.remember(self._tree)
         return self._tree
 
     @tree.setter
@@ -200,6 +206,9 @@ class TreeState:
         return root.ocf_children() if isinstance(root, Container) else {}
 
     def ocf_tensors(self) -> Mapping[str, np.ndarray]:
+        # Asked by saves only (a restore asks ocf_tensor_names): the moment to notice
+        # a tree that training replaced without telling the holder.
+        self._memory.warn_if_unchanged(self.tree)
         root = self._root()
         return root.ocf_tensors() if isinstance(root, Leaf) else {}
 

@@ -10,11 +10,12 @@ the graph (ocf.objects.path_listing).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ocf.format.errors import InvalidError
+from ocf.objects.renames import suggested
 from ocf.objects.saving import LiveObjects, collect_names
 from ocf.objects.tracking import track
 
@@ -141,10 +142,33 @@ class RestoreStatus:
         parts = [listed(what, paths, count)
                  for what, (paths, count) in (checkpoint_side | object_side).items() if count]
         if parts:
-            raise RestoreMismatchError("; ".join(parts) + remedy(
-                sum(count for _, count in checkpoint_side.values()),
-                sum(count for _, count in object_side.values())), path=self.path)
+            raise RestoreMismatchError("; ".join(parts) + self._remedy(
+                checkpoint_side, object_side), path=self.path)
         return self
+
+    def _remedy(self, checkpoint_side: Mapping[str, tuple[list[str], int]],
+                object_side: Mapping[str, tuple[list[str], int]]) -> str:
+        """The way out of a failed strict restore that keeps every value it can.
+
+        Unmatched objects on both sides look renamed: partial=True would leave the
+        renamed ones as they are, so the message suggests a rename map, the one that
+        matches the paths shown when they differ in one name. By name, what the flat
+        file's keys need (restore_by_name adds it)."""
+        ours = sum(count for _, count in object_side.values())
+        theirs = sum(count for _, count in checkpoint_side.values())
+        if self._by_name is not None:
+            return ""
+        if ours and theirs:
+            shown = [path for paths, _ in checkpoint_side.values() for path in paths]
+            guess = suggested(shown, [p for paths, _ in object_side.values() for p in paths])
+            example = guess or {"old/path": "new/path"}
+            return (f" (if objects were renamed, restore(..., rename={example!r}) maps the "
+                    "checkpoint's paths to the objects'; partial=True would leave these "
+                    "objects as they are)")
+        if ours:
+            return (" (restore(..., partial=True) accepts this and leaves these objects as "
+                    "they are)")
+        return " (restore(..., partial=True) accepts this and ignores these values)"
 
     def _unmatched_state_objects(self, live: LiveObjects) -> list[str]:
         """Live objects holding no tensors but training state (a scheduler's or a
@@ -176,20 +200,6 @@ STATE_IN_OBJECTS = "objects holding training state (metadata) have no value in t
 SORTED_UP_TO = 1000
 SHOWN = 20
 SHOWN_PATH = 400
-
-
-def remedy(checkpoint_side: int, object_side: int) -> str:
-    """The way out of a failed strict restore that keeps every value it can: a rename
-    map when both sides have unmatched objects (renamed objects look like that), for
-    partial=True would leave the renamed ones as they are."""
-    if checkpoint_side and object_side:
-        return (" (if objects were renamed, restore(..., rename={'old/path': 'new/path'}) "
-                "maps the checkpoint's paths to the objects'; partial=True would leave "
-                "these objects as they are)")
-    if object_side:
-        return (" (restore(..., partial=True) accepts this and leaves these objects as "
-                "they are)")
-    return " (restore(..., partial=True) accepts this and ignores these values)"
 
 
 def listed(what: str, paths: list[str], count: int | None = None) -> str:
