@@ -9,13 +9,20 @@ restore changes nothing.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
+import jax.numpy as jnp
+import optax
 import pytest
 import torch
 from torch import nn
 
 import ocf
+import ocf.jax
 import ocf.torch
 
 
@@ -128,3 +135,50 @@ def test_a_gradient_scaler_on_one_side_only_is_a_strict_error(tmp_path: Path) ->
     with pytest.raises(ocf.RestoreMismatchError, match="matched no object: 'scaler'"):
         ocf.torch.restore(path, {"model": nn.Linear(4, 2)})
     ocf.torch.restore(path, {"model": nn.Linear(4, 2)}, partial=True)
+
+
+KERAS_ADAMW_INTO_SGD = textwrap.dedent("""
+    import sys
+    import keras
+    import ocf, ocf.keras
+
+    def model():
+        return keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+
+    saved, adamw = model(), keras.optimizers.AdamW(0.01)
+    adamw.build(saved.trainable_variables)
+    path = ocf.keras.save(sys.argv[1], {"model": saved, "optimizer": adamw})
+    target, sgd = model(), keras.optimizers.SGD(0.1, momentum=0.9)
+    sgd.build(target.trainable_variables)
+    try:
+        ocf.keras.restore(path, {"model": target, "optimizer": sgd}, partial=True)
+    except ocf.InvalidError as error:
+        print(error)
+""")
+
+
+def test_a_keras_adamw_checkpoint_is_refused_by_sgd(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-c", KERAS_ADAMW_INTO_SGD, str(tmp_path / "k.ocf")],
+                          capture_output=True, text=True, check=False,
+                          env={**os.environ, "KERAS_BACKEND": "jax"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == (
+        f"INVALID: {tmp_path / 'k.ocf'}: object 'optimizer': the checkpoint holds a "
+        "keras.optimizers.AdamW, this object is a keras.optimizers.SGD: an optimizer restores "
+        "only into its own class")
+
+
+def test_an_optax_adamw_state_is_refused_by_an_sgd_target_without_suggesting_partial(
+        tmp_path: Path) -> None:
+    params = {"w": jnp.ones(3)}
+    path = ocf.jax.save(tmp_path / "adamw.ocf",
+                        {"params": params, "opt_state": optax.adamw(0.1).init(params)})
+    target = {"params": params, "opt_state": optax.sgd(0.1, momentum=0.9).init(params)}
+    with pytest.raises(ocf.InvalidError) as caught:
+        ocf.jax.restore(path, target)
+    assert str(caught.value) == (
+        f"INVALID: {path}: 1 leaves of the target received no value: 'opt_state/0/trace/w'; "
+        "1 checkpoint tensors matched no leaf of the target: 'opt_state/0/count' (the "
+        "target's structure is not the saved one (another optax optimizer, a renamed "
+        "layer?): build the target as the saved state was built; partial=True would leave "
+        "these leaves as they are)")

@@ -5,13 +5,14 @@ safetensors: header metadata; TensorFlow: bundle header, slices), then
 with ``--tensor GLOB`` or ``--all`` the values, with ``--stats`` a table of
 statistics (ocf.cli.stats). ``--json``: one document (schemas/inspect.schema.json).
 A managed directory is listed first, then its latest checkpoint inspected.
-Inspect reads the index, not the tensor bytes, unless it prints values; its
-last line says so and names ``ocf verify``, which checks every byte.
+Inspect reads the index, not the tensor bytes, unless it prints values; a
+line on stderr says so and names ``ocf verify``, which checks every byte.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from ocf.cli.jsonout import emit
@@ -48,7 +49,8 @@ def inspect(args: argparse.Namespace) -> int:
                 print(f"{'' if args.tensor else chr(10)}tensor_name: {key}")
                 print(source.get_tensor(key))
     read = stats is not None or args.tensor is not None or args.all
-    print(_what_was_checked(path, read, verified=not args.no_verify))
+    # On stderr: stdout stays what was asked for (values, tables), fit for a pipe.
+    print(_what_was_checked(path, read, verified=not args.no_verify), file=sys.stderr)
     return 0
 
 

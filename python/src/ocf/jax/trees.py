@@ -113,17 +113,35 @@ def restore(path: str | os.PathLike[str], target: Any, *, start: str = "",
         # structure only, and may be missing.
         unmatched = status.unmatched_checkpoint_paths(holding_values=True)
     if not partial:
-        _fail_if("leaves of the target received no value", view.unrestored(), path)
-        _fail_if("checkpoint tensors matched no leaf of the target", unmatched, path)
+        _judge(view.unrestored(), unmatched, path)
     return view.rebuild()
 
 
-def _fail_if(what: str, paths: Sequence[str], path: str | os.PathLike[str]) -> None:
-    if paths:
-        shown = ", ".join(repr(p) for p in paths[:20])
-        more = f" and {len(paths) - 20} more" if len(paths) > 20 else ""
-        raise InvalidError(f"{len(paths)} {what}: {shown}{more} (restore(..., partial=True) "
-                           "accepts this)", path=path)
+def _judge(unrestored: Sequence[str], unmatched: Sequence[str],
+           path: str | os.PathLike[str]) -> None:
+    """INVALID naming the leaves without a value and the checkpoint tensors without a
+    leaf, with the remedy that keeps every value: partial=True only when one side
+    alone is left over."""
+    parts = [_listed(what, paths) for what, paths in (
+        ("leaves of the target received no value", unrestored),
+        ("checkpoint tensors matched no leaf of the target", unmatched)) if paths]
+    if not parts:
+        return
+    if unrestored and unmatched:
+        remedy = ("the target's structure is not the saved one (another optax optimizer, a "
+                  "renamed layer?): build the target as the saved state was built; "
+                  "partial=True would leave these leaves as they are")
+    elif unrestored:
+        remedy = "restore(..., partial=True) keeps these leaves' values"
+    else:
+        remedy = "restore(..., partial=True) ignores these values"
+    raise InvalidError(f"{'; '.join(parts)} ({remedy})", path=path)
+
+
+def _listed(what: str, paths: Sequence[str]) -> str:
+    shown = ", ".join(repr(p) for p in paths[:20])
+    more = f" and {len(paths) - 20} more" if len(paths) > 20 else ""
+    return f"{len(paths)} {what}: {shown}{more}"
 
 
 def _object_graph(path: str, storage_options: StorageOptions | None) -> ObjectGraph | None:

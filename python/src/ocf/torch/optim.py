@@ -47,13 +47,13 @@ import numpy as np
 
 from ocf.format.errors import InvalidError
 from ocf.format.metadata import MetadataValue
+from ocf.objects.identity import CLASS, refuse_other_class
 from ocf.objects.tracking import VALUE
 from ocf.torch._framework import torch
 from ocf.torch.modules import type_name
 from ocf.torch.tensors import from_numpy
 
 Optimizer = torch.optim.Optimizer
-CLASS = "class"
 GROUPS = "param_groups"
 PYTHON_STATE = "python_state"
 _PYTHON_TYPES: dict[str, type] = {"bool": bool, "int": int, "float": float}
@@ -135,11 +135,8 @@ class OptimizerNode:
     # -- restoring ------------------------------------------------------------
 
     def ocf_check_restore_metadata(self, values: Mapping[str, MetadataValue]) -> None:
-        saved_class = values.get(CLASS)
-        if isinstance(saved_class, str) and saved_class != self.ocf_type_name:
-            raise InvalidError(f"the checkpoint holds a {saved_class}, this object is a "
-                               f"{self.ocf_type_name}: an optimizer restores only into its "
-                               f"own class{_foreign_keys(values.get(GROUPS), self.optimizer)}")
+        refuse_other_class(values, self.ocf_type_name, "an optimizer",
+                           _foreign_keys(values.get(GROUPS), self.optimizer))
         saved = values.get(GROUPS)
         groups = self.optimizer.param_groups
         if isinstance(saved, list) and len(saved) != len(groups):

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ocf.format.errors import InvalidError
 from ocf.format.metadata import MetadataValue
+from ocf.objects.identity import CLASS, refuse_other_class
 from ocf.torch._framework import torch
 from ocf.torch.modules import type_name
-from ocf.torch.optim import CLASS, as_metadata, restored_like
+from ocf.torch.optim import as_metadata, restored_like
 
 LRScheduler = torch.optim.lr_scheduler.LRScheduler
 
@@ -38,11 +38,7 @@ class SchedulerNode:
                    for key, value in self.scheduler.state_dict().items()}}
 
     def ocf_check_restore_metadata(self, values: Mapping[str, MetadataValue]) -> None:
-        saved_class = values.get(CLASS)
-        if isinstance(saved_class, str) and saved_class != self.ocf_type_name:
-            raise InvalidError(f"the checkpoint holds a {saved_class}, this object is a "
-                               f"{self.ocf_type_name}: a scheduler restores only into its "
-                               "own class")
+        refuse_other_class(values, self.ocf_type_name, "a scheduler")
 
     def ocf_restore_metadata(self, values: Mapping[str, MetadataValue]) -> None:
         self.ocf_check_restore_metadata(values)
