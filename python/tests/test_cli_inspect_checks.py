@@ -2,7 +2,8 @@
 
 Inspect reads the index, not the tensor bytes; a flipped data bit goes
 unnoticed there, so a line on stderr says the data was not read and names
-``ocf verify``, which finds the damage (stdout keeps only what was asked for). When it prints values it checks their
+``ocf verify``, which finds the damage (stdout keeps only what was asked
+for). When it prints values it checks their
 checksums, and says that it checked those only.
 """
 
