@@ -22,6 +22,7 @@ import ocf
 import ocf.jax
 import ocf.numpy
 import ocf.torch
+from ocf.objects.state_file import read_state
 
 
 @dataclass(frozen=True)
@@ -96,10 +97,9 @@ CASES = [
     Case("Saver: restore a shape that differs", ocf.InvalidError, ValueError, "flat.ocf",
          lambda d: ocf.Saver({"w": np.zeros(5, np.float32)}).restore(flat(d))),
     Case("a state file that is not JSON", ocf.MalformedError, ValueError, "checkpoint.json",
-         lambda d: ocf.latest_checkpoint(state_file("{")(d))),
-    Case("a manager over a state file of another format", ocf.InvalidError, ValueError,
-         "checkpoint.json",
-         lambda d: ocf.CheckpointManager(ocf.Checkpoint(), state_file('{"format": "x"}')(d))),
+         lambda d: read_state(state_file("{")(d))),
+    Case("a state file of another format", ocf.InvalidError, ValueError, "checkpoint.json",
+         lambda d: read_state(state_file('{"format": "x"}')(d))),
     Case("list the variables of a missing checkpoint", ocf.NotFoundError, FileNotFoundError,
          "none", lambda d: ocf.list_variables(d / "none")),
 ]

@@ -56,7 +56,8 @@ def _refused_until_killed(holder: subprocess.Popen[str], tmp_path: Path) -> None
         assert sorted(os.listdir(tmp_path)) == ["checkpoint.json", "ckpt-1"]  # untouched
         holder.send_signal(signal.SIGKILL)
         holder.wait(timeout=30)
-        assert second.save() == str(tmp_path / "ckpt-1")  # the kill released the lock
+        assert second.restore_or_initialize() == str(tmp_path / "ckpt-1")
+        assert second.save() == str(tmp_path / "ckpt-2")  # the kill released the lock
     finally:
         if holder.poll() is None:
             holder.kill()
@@ -70,6 +71,8 @@ def test_two_managers_of_one_program_take_turns_through_close(tmp_path: Path) ->
         with pytest.raises(ocf.InvalidError, match="of this program"):
             second.save()
         first.close()
+        second.restore_or_initialize()  # not to number a checkpoint below the first's
         assert second.save() is not None
     with ocf.CheckpointManager(ArrayCheckpoint(values_for(3)), tmp_path) as third:
+        third.restore_or_initialize()
         assert third.save() is not None  # the with block released the second's lock

@@ -23,6 +23,7 @@ from manager_support import (
 )
 
 import ocf
+from ocf.objects.recovery import RecoveryWarning
 
 # -- reopening, restoring, recovering --------------------------------------------
 
@@ -97,17 +98,18 @@ def test_a_damaged_latest_is_skipped(tmp_path: Path, damage: str) -> None:
     assert manager.restore_or_initialize() == str(tmp_path / "ckpt-2")
 
 
-def test_latest_checkpoint_is_none_without_a_state_or_an_intact_checkpoint(
+def test_latest_checkpoint_is_none_without_any_committed_checkpoint(
     tmp_path: Path,
 ) -> None:
     assert ocf.latest_checkpoint(tmp_path / "missing") is None
     assert ocf.latest_checkpoint(tmp_path) is None
-    ocf.save_file(values_for(1), tmp_path / "ckpt-1")  # a checkpoint, but no state file
+    (tmp_path / "ckpt-1").write_bytes(b"not a checkpoint")  # numbered, but not committed
     assert ocf.latest_checkpoint(tmp_path) is None
     _three_saved(tmp_path / "run")
     for number in (1, 2, 3):
         (tmp_path / "run" / f"ckpt-{number}").unlink()
-    assert ocf.latest_checkpoint(tmp_path / "run") is None
+    with pytest.warns(RecoveryWarning, match="no checkpoint its state file .* names opens"):
+        assert ocf.latest_checkpoint(tmp_path / "run") is None
     manager = ocf.CheckpointManager(ArrayCheckpoint(), tmp_path / "run")
     assert manager.latest_checkpoint is None
     assert manager.checkpoints == []

@@ -74,8 +74,14 @@ def test_checkpoint_number_names_the_checkpoint_and_leaves_save_counter(tmp_path
     assert manager.save(checkpoint_number=100) == str(tmp_path / "model-100")
     assert manager.save(checkpoint_number=np.int64(200)) == str(tmp_path / "model-200")
     assert checkpoint.save_counter == 0
-    assert manager.save() == str(tmp_path / "model-1")
-    assert names(manager.checkpoints) == ["model-200", "model-1"]
+    # The manager never numbers a checkpoint below one it holds [R-COMMIT-010].
+    with pytest.raises(ocf.InvalidError, match=r"next checkpoint would be model-1, but the "
+                       r"directory holds model-200: restore it first"):
+        manager.save()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "checkpoint.json", "model-100", "model-200"]
+    assert manager.save(checkpoint_number=300) == str(tmp_path / "model-300")
+    assert names(manager.checkpoints) == ["model-200", "model-300"]
     assert not (tmp_path / "model-100").exists()
     with pytest.raises(ocf.InvalidError, match="checkpoint_number"):
         manager.save(checkpoint_number=-1)

@@ -30,6 +30,7 @@ from s3server import S3Server
 
 import ocf
 from ocf.format.container import INDEX_FILE_NAME
+from ocf.objects.recovery import RecoveryWarning
 from ocf.objects.state_file import (
     MAX_STATE_BYTES,
     STATE_FILE_NAME,
@@ -102,14 +103,35 @@ def test_hostile_state_object_on_s3_is_refused(s3_server: S3Server, s3_bucket: s
     bucket_path = url.removeprefix("s3://")
     s3_server.fs.pipe_file(f"{bucket_path}/{STATE_FILE_NAME}", b"{" * (MAX_STATE_BYTES + 5))
     with pytest.raises(ocf.LimitExceededError, match=STATE_FILE_NAME):
-        ocf.latest_checkpoint(url, storage_options=opts)
+        read_state(url, storage_options=opts)
+    with pytest.warns(RecoveryWarning, match=f"damaged.*LIMIT_EXCEEDED: .*{STATE_FILE_NAME}"):
+        assert ocf.latest_checkpoint(url, storage_options=opts) is None
     s3_server.fs.pipe_file(f"{bucket_path}/{STATE_FILE_NAME}", state_with(latest="../x"))
     with pytest.raises(ocf.InvalidError, match=r"s3://.*checkpoint\.json"):
+        read_state(url, storage_options=opts)
+    with pytest.warns(RecoveryWarning, match=r"damaged .*INVALID: s3://.*checkpoint\.json"):
         ocf.CheckpointManager(StoreCheckpoint(), url, storage_options=opts)
     s3_server.fs.rm_file(f"{bucket_path}/{STATE_FILE_NAME}")
     s3_server.fs.pipe_file(f"{bucket_path}/{STATE_FILE_NAME}/inside", b"x")
     with pytest.raises(ocf.InvalidError, match="prefix"):
-        ocf.latest_checkpoint(url, storage_options=opts)
+        read_state(url, storage_options=opts)
+
+
+def test_a_lost_state_object_on_s3_is_recovered_by_listing(
+        s3_server: S3Server, s3_bucket: str) -> None:
+    # Single-object checkpoints: listing finds objects, not the prefixes of the
+    # multi-file form (a limitation of the scan on object stores).
+    url, opts = f"{s3_bucket}/lost", s3_server.storage_options
+    variable = ocf.Variable(np.zeros(4, np.float32))
+    checkpoint = ocf.Checkpoint(w=variable)
+    manager = ocf.CheckpointManager(checkpoint, url, max_to_keep=2, storage_options=opts)
+    for step in range(3):
+        variable.value[...] = step
+        manager.save()
+    manager.close()
+    s3_server.fs.rm_file(f"{url.removeprefix('s3://')}/{STATE_FILE_NAME}")
+    with pytest.warns(RecoveryWarning, match="found 2 committed checkpoint.*'ckpt-3'"):
+        assert ocf.latest_checkpoint(url, storage_options=opts) == f"{url}/ckpt-3"
 
 
 def test_ocf_checkpoint_saved_by_a_manager_on_s3_in_the_background(

@@ -23,6 +23,7 @@ from manager_support import (
 )
 
 import ocf
+from ocf.objects.recovery import RecoveryWarning
 from ocf.objects.state_file import (
     STATE_FILE_NAME,
     CheckpointState,
@@ -74,9 +75,31 @@ def test_hostile_state_files_raise_the_right_error(tmp_path: Path, case: str) ->
     ocf.save_file(values_for(1), tmp_path / "ckpt-1", metadata={"save_counter": 1})
     (tmp_path / STATE_FILE_NAME).write_bytes(data)
     with pytest.raises(error, match=re.escape(str(tmp_path / STATE_FILE_NAME))) as caught:
-        ocf.latest_checkpoint(tmp_path)
+        read_state(tmp_path)
     assert type(caught.value) is error
-    with pytest.raises(error):
+
+
+@pytest.mark.parametrize("case", sorted(set(HOSTILE) - {"version_2"}))
+def test_a_damaged_state_file_is_bypassed_by_scanning_with_a_warning(
+        tmp_path: Path, case: str) -> None:
+    data, error = HOSTILE[case]
+    ocf.save_file(values_for(1), tmp_path / "ckpt-1", metadata={"save_counter": 1})
+    (tmp_path / STATE_FILE_NAME).write_bytes(data)
+    damaged = re.escape(f"{tmp_path}: its state file is damaged and was not used "
+                        f"({error.category.value}:")
+    with pytest.warns(RecoveryWarning, match=damaged):
+        assert ocf.latest_checkpoint(tmp_path) == str(tmp_path / "ckpt-1")
+    with pytest.warns(RecoveryWarning, match="the newest is 'ckpt-1'"):
+        manager = ocf.CheckpointManager(ArrayCheckpoint(), tmp_path)
+    assert manager.latest_checkpoint == str(tmp_path / "ckpt-1")
+
+
+def test_a_state_file_of_a_newer_version_is_not_bypassed(tmp_path: Path) -> None:
+    ocf.save_file(values_for(1), tmp_path / "ckpt-1", metadata={"save_counter": 1})
+    (tmp_path / STATE_FILE_NAME).write_bytes(state_with(version=2))
+    with pytest.raises(ocf.UnsupportedVersionError):
+        ocf.latest_checkpoint(tmp_path)
+    with pytest.raises(ocf.UnsupportedVersionError):
         ocf.CheckpointManager(ArrayCheckpoint(), tmp_path)
 
 
@@ -97,10 +120,14 @@ def test_a_state_file_above_the_limit_is_never_written(tmp_path: Path) -> None:
         many[-1], many[:100], tuple(float(t) for t in range(100)), 0.0)
 
 
-def test_a_state_file_that_is_not_a_regular_file_is_refused(tmp_path: Path) -> None:
+def test_a_state_file_that_is_not_a_regular_file_is_refused_and_scanned_past(
+        tmp_path: Path) -> None:
     (tmp_path / STATE_FILE_NAME).mkdir()
     with pytest.raises(ocf.InvalidError, match="directory"):
-        ocf.latest_checkpoint(tmp_path)
+        read_state(tmp_path)
+    ocf.save_file(values_for(3), tmp_path / "ckpt-3", metadata={"save_counter": 3})
+    with pytest.warns(RecoveryWarning, match="found a directory.*the newest is 'ckpt-3'"):
+        assert ocf.latest_checkpoint(tmp_path) == str(tmp_path / "ckpt-3")
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
@@ -110,15 +137,17 @@ def test_a_fifo_state_file_is_refused_without_hanging(tmp_path: Path) -> None:
 
     def look() -> None:
         try:
-            result.append(ocf.latest_checkpoint(tmp_path))
+            result.append(read_state(tmp_path))  # type: ignore[arg-type]
         except BaseException as exc:
             result.append(exc)
 
     thread = threading.Thread(target=look, daemon=True)
     thread.start()
     thread.join(5)
-    assert result, "latest_checkpoint hung on a FIFO"
+    assert result, "read_state hung on a FIFO"
     assert isinstance(result[0], ocf.InvalidError)
+    with pytest.warns(RecoveryWarning, match="damaged"):
+        assert ocf.latest_checkpoint(tmp_path) is None
 
 
 @pytest.mark.parametrize("metrics", ['[{"loss": "low"}]', '[{"loss": 1}, null]', '{"loss": 1}',

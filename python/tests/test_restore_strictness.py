@@ -347,7 +347,8 @@ def test_a_flat_checkpoint_given_to_the_object_api_points_to_load_file(tmp_path:
     path = tmp_path / "flat.ocf"
     ocf.torch.save_file(net.state_dict(), path)
     with pytest.raises(ocf.RestoreMismatchError, match=r"flat\.ocf: .*no object graph .*"
-                       r"load_file \(or ocf\.torch\.load_model\)"):
+                       r"ocf\.torch\.load_model\(model, path\), read the tensors with "
+                       r"load_file"):
         ocf.torch.restore(path, {"model": trained_net(seed=1)[0]})
 
 

@@ -26,7 +26,7 @@ from ocf.format.flat import cast, read_arrays, write_arrays
 from ocf.format.reader import Reader
 from ocf.format.storage.backend import Layout
 from ocf.format.storage.location import StorageOptions
-from ocf.objects.restoring import NameMap, RestoreStatus
+from ocf.objects.restoring import NameMap, Rename, RestoreStatus
 from ocf.objects.restoring import restore as restore_objects
 from ocf.objects.saving import save_root
 from ocf.objects.sources import Source, foreign_format, open_source
@@ -163,8 +163,8 @@ def save(path: str | os.PathLike[str], state: object,
 
 def restore(path: str | os.PathLike[str], target: object, *, start: str = "",
             partial: bool = False, cast: bool = False, name_map: NameMap | None = None,
-            verify: bool = True, storage_options: StorageOptions | None = None
-            ) -> RestoreStatus:
+            rename: Rename | None = None, verify: bool = True,
+            storage_options: StorageOptions | None = None) -> RestoreStatus:
     """Copy the values of the checkpoint at ``path`` into ``target`` in place.
 
     ``target`` is what :func:`save` was given, or a state of the same
@@ -174,7 +174,8 @@ def restore(path: str | os.PathLike[str], target: object, *, start: str = "",
     (:meth:`ocf.RestoreStatus.assert_values_matched`).
     Every value is checked before the first is copied, so a failed restore
     changes nothing; a stored dtype other than the target's is an error
-    unless ``cast`` (see :func:`ocf.restore`).
+    unless ``cast``; objects renamed since the save are found through
+    ``rename`` (``{"model/fc1": "model/encoder"}``; see :func:`ocf.restore`).
 
     Examples:
         >>> state = {"params": {"w": np.zeros((4, 2))}, "step": np.array(0)}
@@ -183,4 +184,5 @@ def restore(path: str | os.PathLike[str], target: object, *, start: str = "",
         >>> ocf.torch.restore("ckpt.ocf", {"model": net})
     """
     return restore_objects(target, path, start=start, partial=partial, cast=cast,
-                           name_map=name_map, verify=verify, storage_options=storage_options)
+                           name_map=name_map, rename=rename, verify=verify,
+                           storage_options=storage_options)

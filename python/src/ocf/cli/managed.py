@@ -1,38 +1,71 @@
 """Directories of managed checkpoints on the command line.
 
-A directory holding a manager's ``checkpoint.json`` and no ``index.ocf`` is
-a run's checkpoint directory: ``ocf inspect DIR`` lists its checkpoints
-(sizes, dates, the latest marked) before inspecting the latest, and every
-other command acts on the latest. The state file is read as the manager
-reads it, as hostile input.
+A directory without ``index.ocf`` that holds a manager's ``checkpoint.json``
+or numbered checkpoints (``ckpt-7``) is a run's checkpoint directory:
+``ocf inspect DIR`` lists its checkpoints (sizes, dates, the latest marked)
+before inspecting the latest, and every other command acts on the latest.
+The state file is read as the manager reads it, as hostile input; without
+a usable one the committed checkpoints are found by scanning the directory
+(ocf.objects.recovery), and the listing says so.
 """
 
 from __future__ import annotations
 
 import datetime
 import os
+import sys
+import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 from ocf.cli.textformat import format_size, format_table
 from ocf.format.container import INDEX_FILE_NAME
 from ocf.format.errors import NotFoundError
-from ocf.objects.state_file import STATE_FILE_NAME, latest_checkpoint, read_state
+from ocf.objects.recovery import RecoveryWarning, number_of
+from ocf.objects.state_file import (
+    STATE_FILE_NAME,
+    CheckpointState,
+    first_intact,
+    recovered_state,
+)
 
 
 def is_managed_directory(path: str | os.PathLike[str]) -> bool:
     where = Path(path)
-    return (where.is_dir() and (where / STATE_FILE_NAME).is_file()
-            and not (where / INDEX_FILE_NAME).exists())
+    if not where.is_dir() or (where / INDEX_FILE_NAME).exists():
+        return False
+    return (where / STATE_FILE_NAME).exists() or any(
+        number_of(entry.name) is not None for entry in where.iterdir())
+
+
+def _state(directory: str) -> tuple[CheckpointState, str | None]:
+    """The directory's state, and what recovering it said (None: the state file
+    was used as it is); NOT_FOUND when no committed checkpoint is found."""
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always", RecoveryWarning)
+        state = recovered_state(directory, None, None, time.time())
+    recovered = next((str(w.message) for w in said if issubclass(w.category, RecoveryWarning)),
+                     None)
+    if state is None or first_intact(directory, state, None) is None:
+        raise NotFoundError(recovered or f"the {STATE_FILE_NAME} of this directory names no "
+                            "checkpoint that opens", path=directory)
+    return state, recovered
 
 
 def latest_of(directory: str | os.PathLike[str]) -> str:
-    """The latest checkpoint of a managed directory that opens; NOT_FOUND if none does."""
-    latest = latest_checkpoint(directory)
-    if latest is None:
-        raise NotFoundError(f"the {STATE_FILE_NAME} of this directory names no checkpoint "
-                            "that opens", path=directory)
-    return latest
+    """The latest committed checkpoint of a managed directory; NOT_FOUND if none;
+    a recovery by scanning is announced on stderr."""
+    state, recovered = _state(os.fspath(directory))
+    if recovered is not None:
+        print(f"warning: {recovered}", file=sys.stderr)
+    return _latest_path(os.fspath(directory), state)
+
+
+def _latest_path(directory: str, state: CheckpointState) -> str:
+    latest = first_intact(directory, state, None)
+    assert latest is not None  # checked by _state
+    return str(Path(directory) / latest)
 
 
 def resolved(path: str) -> str:
@@ -41,17 +74,30 @@ def resolved(path: str) -> str:
 
 
 def listing(directory: str) -> dict[str, Any]:
-    """The managed checkpoints of ``directory``, as ``inspect --json`` reports them."""
-    state = read_state(directory)
-    assert state is not None  # is_managed_directory saw the file
-    latest = latest_of(directory)
+    """The managed checkpoints of ``directory``, as ``inspect --json`` reports them
+    (``recovered`` says how they were found when the state file was not used)."""
+    state, recovered = _state(directory)
+    latest = _latest_path(directory, state)
     checkpoints = []
     for name, timestamp in zip(state.names, state.timestamps):
+        if recovered is not None:  # a scan knows no save times: the file's
+            timestamp = _modified(Path(directory) / name, timestamp)
         when = datetime.datetime.fromtimestamp(timestamp, datetime.timezone.utc)
         checkpoints.append({"name": name, "saved": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
                             "size_bytes": _size(Path(directory) / name),
                             "latest": Path(latest).name == name})
-    return {"directory": directory, "latest": latest, "checkpoints": checkpoints}
+    found: dict[str, Any] = {"directory": directory, "latest": latest,
+                             "checkpoints": checkpoints}
+    if recovered is not None:
+        found["recovered"] = recovered
+    return found
+
+
+def _modified(path: Path, default: float) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return default
 
 
 def print_listing(found: dict[str, Any]) -> None:
@@ -63,6 +109,8 @@ def print_listing(found: dict[str, Any]) -> None:
                      "missing" if size is None else format_size(size),
                      "latest" if entry["latest"] else ""))
     print(f"managed directory: {found['directory']} ({len(found['checkpoints'])} checkpoints)")
+    if "recovered" in found:
+        print(f"warning: {found['recovered']}")
     print(format_table(rows))
     print()
 

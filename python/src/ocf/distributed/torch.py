@@ -21,6 +21,7 @@ it in ``checkpoint.json`` (:class:`ocf.CheckpointManager`), so that
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +38,7 @@ from ocf.format.object_graph import Node
 from ocf.format.reader import Reader
 from ocf.format.storage.location import join_path, url_scheme
 from ocf.objects.manager import CheckpointManager
+from ocf.objects.recovery import RecoveryWarning
 from ocf.torch.tensors import from_numpy, ocf_dtype, to_numpy
 
 __all__ = ["Loaded", "SaveError", "load", "load_into", "region_of", "save", "save_numbered"]
@@ -140,8 +142,12 @@ def save_numbered(directory: str | os.PathLike[str], number: int,
     store = options.get("storage_options")
 
     def record() -> None:
-        manager = CheckpointManager(_Committed(path), directory, max_to_keep=max_to_keep,
-                                    storage_options=store)
+        with warnings.catch_warnings():
+            # The first save of a run finds its own checkpoint beside no state file yet:
+            # no recovery worth a warning.
+            warnings.simplefilter("ignore", RecoveryWarning)
+            manager = CheckpointManager(_Committed(path), directory,
+                                        max_to_keep=max_to_keep, storage_options=store)
         manager.save(checkpoint_number=number)
 
     _collective(lambda: None, record, group)

@@ -21,6 +21,13 @@ In an :class:`ocf.Checkpoint`, next to other objects::
     ckpt.restore(path).assert_consumed()
     state = holder.tree                               # the restored tree
 
+Numbered checkpoints of a run, with no holder to keep in sync (each save
+takes the tree, each restore returns a new one, as Orbax's manager does)::
+
+    manager = ocf.jax.TreeManager("run", max_to_keep=3)
+    manager.save(step, state)
+    state = manager.restore(manager.latest_step(), jax.eval_shape(init))
+
 Optimizer moments become slot variables of their parameters
 (:mod:`ocf.jax.slots`); checkpoints of other frameworks restore through a
 :class:`~ocf.jax.translations.Translation` (:data:`~ocf.jax.translations.TORCH_TO_FLAX`),
@@ -33,8 +40,10 @@ and trees save through one for other frameworks::
 from __future__ import annotations
 
 from ocf.jax.files import load_file, save_file
+from ocf.jax.managed import TreeManager
+from ocf.jax.staleness import StaleTreeWarning
 from ocf.jax.translations import FLAX_TO_TORCH, TORCH_TO_FLAX, Translation
 from ocf.jax.trees import TreeState, restore, save
 
-__all__ = ["FLAX_TO_TORCH", "TORCH_TO_FLAX", "Translation", "TreeState", "load_file", "restore",
-           "save", "save_file"]
+__all__ = ["FLAX_TO_TORCH", "TORCH_TO_FLAX", "StaleTreeWarning", "Translation", "TreeManager",
+           "TreeState", "load_file", "restore", "save", "save_file"]

@@ -22,6 +22,7 @@ from ocf.format.storage.backend import Layout
 from ocf.format.storage.location import StorageOptions
 from ocf.jax import slots
 from ocf.jax.pytree import Container, Leaf, TreeView
+from ocf.jax.staleness import LeafMemory
 from ocf.jax.translations import Translation
 from ocf.objects.restoring import NameMap
 from ocf.objects.restoring import restore as restore_objects
@@ -112,17 +113,35 @@ def restore(path: str | os.PathLike[str], target: Any, *, start: str = "",
         # structure only, and may be missing.
         unmatched = status.unmatched_checkpoint_paths(holding_values=True)
     if not partial:
-        _fail_if("leaves of the target received no value", view.unrestored(), path)
-        _fail_if("checkpoint tensors matched no leaf of the target", unmatched, path)
+        _judge(view.unrestored(), unmatched, path)
     return view.rebuild()
 
 
-def _fail_if(what: str, paths: Sequence[str], path: str | os.PathLike[str]) -> None:
-    if paths:
-        shown = ", ".join(repr(p) for p in paths[:20])
-        more = f" and {len(paths) - 20} more" if len(paths) > 20 else ""
-        raise InvalidError(f"{len(paths)} {what}: {shown}{more} (restore(..., partial=True) "
-                           "accepts this)", path=path)
+def _judge(unrestored: Sequence[str], unmatched: Sequence[str],
+           path: str | os.PathLike[str]) -> None:
+    """INVALID naming the leaves without a value and the checkpoint tensors without a
+    leaf, with the remedy that keeps every value: partial=True only when one side
+    alone is left over."""
+    parts = [_listed(what, paths) for what, paths in (
+        ("leaves of the target received no value", unrestored),
+        ("checkpoint tensors matched no leaf of the target", unmatched)) if paths]
+    if not parts:
+        return
+    if unrestored and unmatched:
+        remedy = ("the target's structure is not the saved one (another optax optimizer, a "
+                  "renamed layer?): build the target as the saved state was built; "
+                  "partial=True would leave these leaves as they are")
+    elif unrestored:
+        remedy = "restore(..., partial=True) keeps these leaves' values"
+    else:
+        remedy = "restore(..., partial=True) ignores these values"
+    raise InvalidError(f"{'; '.join(parts)} ({remedy})", path=path)
+
+
+def _listed(what: str, paths: Sequence[str]) -> str:
+    shown = ", ".join(repr(p) for p in paths[:20])
+    more = f" and {len(paths) - 20} more" if len(paths) > 20 else ""
+    return f"{len(paths)} {what}: {shown}{more}"
 
 
 def _object_graph(path: str, storage_options: StorageOptions | None) -> ObjectGraph | None:
@@ -155,7 +174,10 @@ class TreeState:
     ``checkpoint.restore(path)``, :attr:`tree` is a new tree holding the
     restored values (concrete leaves the checkpoint lacks keep theirs,
     abstract ones are an error). Assign :attr:`tree` after each training
-    step so that the next save sees the current values.
+    step so that the next save sees the current values: a save that finds
+    the very JAX arrays of the last save or restore warns
+    (:class:`~ocf.jax.staleness.StaleTreeWarning`). :class:`ocf.jax.TreeManager`
+    takes the tree at each save instead, with no holder to keep in sync.
 
     Examples:
         >>> holder = ocf.jax.TreeState({"params": params, "opt_state": opt_state})
@@ -164,17 +186,19 @@ class TreeState:
         >>> params = holder.tree["params"]  # a new tree holding the restored values
     """
 
-    __slots__ = ("_tree", "_view")  # no __weakref__: nothing can wait on it
+    __slots__ = ("_memory", "_tree", "_view")  # no __weakref__: nothing can wait on it
 
     def __init__(self, tree: Any) -> None:
         self._tree = tree
         self._view: TreeView | None = None
+        self._memory = LeafMemory()
 
     @property
     def tree(self) -> Any:
         """The tree; after a restore, a new one with the restored values."""
         if self._view is not None and self._view.dirty:
             self._tree = self._view.rebuild()
+            self._memory.remember(self._tree)
         return self._tree
 
     @tree.setter
@@ -200,6 +224,9 @@ class TreeState:
         return root.ocf_children() if isinstance(root, Container) else {}
 
     def ocf_tensors(self) -> Mapping[str, np.ndarray]:
+        # Asked by saves only (a restore asks ocf_tensor_names): the moment to notice
+        # a tree that training replaced without telling the holder.
+        self._memory.warn_if_unchanged(self.tree)
         root = self._root()
         return root.ocf_tensors() if isinstance(root, Leaf) else {}
 

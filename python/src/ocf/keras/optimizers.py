@@ -9,7 +9,9 @@ state is also linked to its variable: for every variable ``v`` the
 optimizer updates and every kind of state, a slot variable of ``v``'s
 node, named as Keras names it (``momentum``, ``velocity``: the suffix of
 the state variable's name after ``v``'s path; the list's name without its
-underscore when that suffix is not found).
+underscore when that suffix is not found). Its metadata is its class
+(``class``): a restore into an optimizer of another class is refused
+(:mod:`ocf.objects.identity`), as the state of one means nothing to another.
 
 Both links are kept on purpose. The list edges are what
 ``tf.train.Checkpoint`` writes and restores for a Keras 3 optimizer (its
@@ -37,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from ocf.format.metadata import MetadataValue
 from ocf.keras import builds
 from ocf.keras._framework import keras
 from ocf.keras.structure import (
@@ -49,6 +52,7 @@ from ocf.keras.structure import (
     variable_index,
 )
 from ocf.keras.variables import assign
+from ocf.objects.identity import CLASS, refuse_other_class
 from ocf.objects.tracking import VALUE
 
 # Slot values a restore handed to an optimizer before it was built: applied by its build.
@@ -67,6 +71,15 @@ class OptimizerNode:
         if not is_built(self.optimizer):
             builds.watch(self.optimizer)
         return attribute_children(self.optimizer, skip=OPTIMIZER_ALIASES)
+
+    def ocf_metadata(self) -> Mapping[str, MetadataValue]:
+        return {CLASS: self.ocf_type_name}  # its identity (ocf.objects.identity)
+
+    def ocf_check_restore_metadata(self, values: Mapping[str, MetadataValue]) -> None:
+        refuse_other_class(values, self.ocf_type_name, "an optimizer")
+
+    def ocf_restore_metadata(self, values: Mapping[str, MetadataValue]) -> None:
+        self.ocf_check_restore_metadata(values)  # the rest of its state is variables
 
     def ocf_slots(self) -> Iterable[tuple[object, str, object]]:
         if not is_built(self.optimizer):

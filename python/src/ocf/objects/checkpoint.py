@@ -19,7 +19,7 @@ import numpy as np
 from ocf.format.async_save import SaveHandle
 from ocf.format.errors import InvalidError
 from ocf.format.storage.location import StorageOptions
-from ocf.objects.restoring import NameMap, RestoreStatus, restore
+from ocf.objects.restoring import NameMap, Rename, RestoreStatus, restore
 from ocf.objects.saving import write, write_async
 from ocf.objects.tracking import Module, Variable
 
@@ -100,9 +100,11 @@ class Checkpoint(Module):
         return write(self, path, **options)  # type: ignore[arg-type]
 
     def restore(self, path: str | os.PathLike[str], *, start: str = "", partial: bool = False,
-                cast: bool = False, name_map: NameMap | None = None, verify: bool = True,
+                cast: bool = False, name_map: NameMap | None = None,
+                rename: Rename | None = None, verify: bool = True,
                 storage_options: StorageOptions | None = None) -> RestoreStatus:
-        """Restore by structure from ``path``, strictly unless ``partial``; see
-        :func:`ocf.restore`."""
+        """Restore by structure from ``path``, strictly unless ``partial``, with objects
+        renamed since the save found through ``rename``; see :func:`ocf.restore`."""
         return restore(self, path, start=start, partial=partial, cast=cast,
-                       name_map=name_map, verify=verify, storage_options=storage_options)
+                       name_map=name_map, rename=rename, verify=verify,
+                       storage_options=storage_options)

@@ -78,6 +78,7 @@ from ocf.format.errors import (
 )
 from ocf.format.storage.backend import WriterLock, backend_of
 from ocf.format.storage.location import StorageOptions, join_path, locate
+from ocf.objects.recovery import number_of
 from ocf.objects.state_file import (
     STATE_FILE_NAME,
     CheckpointState,
@@ -86,7 +87,7 @@ from ocf.objects.state_file import (
     check_metrics,
     check_name,
     first_intact,
-    read_state,
+    recovered_state,
     write_state,
 )
 
@@ -218,7 +219,8 @@ class CheckpointManager:
         # background while the training thread may read the properties.
         self._lock = threading.Lock()
         self._writer_lock: WriterLock | None = None  # taken by the first save
-        self._recover(read_state(self._directory, storage_options), clock())
+        now = clock()
+        self._recover(recovered_state(self._directory, self._name, storage_options, now), now)
 
     def _recover(self, state: CheckpointState | None, now: float) -> None:
         """Take over a previous manager's state, dropping entries whose files are gone."""
@@ -396,6 +398,7 @@ class CheckpointManager:
         with the handle of the background write when not ``blocking``."""
         prefix = self._path(self._name)
         if checkpoint_number is None:
+            self._check_numbering()
             result = self._call(self._checkpoint.save, prefix, blocking)
         else:
             if isinstance(checkpoint_number, bool) or operator.index(checkpoint_number) < 0:
@@ -410,6 +413,20 @@ class CheckpointManager:
                                f" returned a {type(result).__name__}, not an ocf.SaveHandle",
                                path=self._directory)
         return self._name_of(result.path), result
+
+    def _check_numbering(self) -> None:
+        """Refuse to number a new checkpoint at or below one the directory holds: a run
+        restarted without restoring would overwrite its own newer checkpoints."""
+        with self._lock:
+            numbers = [n for name in self._entries if (n := number_of(name, self._name))
+                       is not None]
+        upcoming = self._checkpoint.save_counter + 1
+        if numbers and upcoming <= max(numbers):
+            raise InvalidError(
+                f"the next checkpoint would be {self._name}-{upcoming}, but the directory "
+                f"holds {self._name}-{max(numbers)}: restore it first "
+                "(restore_or_initialize()), or give save(checkpoint_number=...) a number "
+                "above it [R-COMMIT-010]", path=self._directory)
 
     def _call(self, method: Callable[..., object], path: str, blocking: bool) -> object:
         """``method(path)``, with the keywords a Saveable needs to take only when they

@@ -18,7 +18,7 @@ from ocf.objects.read_ahead import ReadAhead
 from ocf.objects.restore_status import ByName, RestoreMismatchError, RestoreStatus
 from ocf.objects.saving import LiveObjects, collect_names
 from ocf.objects.sources import Source
-from ocf.objects.tracking import Tracked, track
+from ocf.objects.tracking import VALUE, Tracked, track
 
 NameMap = Mapping[str, str] | Callable[[str], str]
 
@@ -36,8 +36,8 @@ def restore_by_name(root: object, reader: Source, name_map: NameMap | None, stri
             expected = view.expected_tensors()
             keys, casts = {}, {}
             for attribute, key in node.attributes.items():
-                stored = _mapped_name(name_map, key)
-                if stored is not None and stored in reader:
+                stored = _stored_key(reader, name_map, key)
+                if stored is not None:
                     keys[attribute] = stored
                     if attribute in expected:
                         casts[attribute] = fitted_dtype(reader.summary(stored),
@@ -61,8 +61,9 @@ def restore_by_name(root: object, reader: Source, name_map: NameMap | None, stri
 
 # Where a restore by name that matched nothing sends the caller.
 _FLAT_HINT = ("this checkpoint has no object graph (save_file or a Saver wrote it), so its "
-              "tensors are matched by key: read it with load_file (or "
-              "ocf.torch.load_model), or give name_map= to map keys")
+              "tensors are matched by key (a live object's path, or its dotted state_dict "
+              "form): load a module's state_dict with ocf.torch.load_model(model, path), "
+              "read the tensors with load_file, or give name_map= to map keys")
 
 
 def _judge_by_name(status: RestoreStatus, live: LiveObjects, name_map: NameMap | None
@@ -75,9 +76,14 @@ def _judge_by_name(status: RestoreStatus, live: LiveObjects, name_map: NameMap |
         raise RestoreMismatchError(f"{exc.detail}; {_FLAT_HINT}", path=exc.path) from None
 
 
-def _mapped_name(name_map: NameMap | None, key: str) -> str | None:
+def _stored_key(reader: Source, name_map: NameMap | None, key: str) -> str | None:
+    """The checkpoint key holding the value of the live ``key``, None if none does:
+    the mapped key; without a map, the key itself, else its dotted ``state_dict``
+    form (a PyTorch state dict saved flat: ``fc1/weight/.value`` is ``fc1.weight``)."""
     if name_map is None:
-        return key
-    if isinstance(name_map, Mapping):
-        return name_map.get(key, key)
-    return name_map(key)
+        if key in reader:
+            return key
+        dotted = key.removesuffix(f"/.{VALUE}").replace("/", ".")
+        return dotted if dotted in reader else None
+    stored = name_map.get(key, key) if isinstance(name_map, Mapping) else name_map(key)
+    return stored if stored in reader else None

@@ -10,11 +10,12 @@ the graph (ocf.objects.path_listing).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ocf.format.errors import InvalidError
+from ocf.objects.renames import suggested
 from ocf.objects.saving import LiveObjects, collect_names
 from ocf.objects.tracking import track
 
@@ -129,16 +130,55 @@ class RestoreStatus:
         """assert_values_matched with the live objects as ``live`` has them."""
         checkpoint_paths, checkpoint_count = self._checkpoint_side(holding_values=True)
         object_paths = self._unmatched_objects(live, holding_values=True)
-        unmatched = {"checkpoint objects holding tensors matched no object":
-                     (checkpoint_paths, checkpoint_count),
-                     "objects holding tensors have no value in the checkpoint":
-                     (object_paths, len(object_paths))}
-        parts = [listed(what, paths, count) for what, (paths, count) in unmatched.items()
-                 if count]
+        checkpoint_side = {"checkpoint objects holding tensors matched no object":
+                           (checkpoint_paths, checkpoint_count)}
+        object_side = {"objects holding tensors have no value in the checkpoint":
+                       (object_paths, len(object_paths))}
+        if self._session is not None:  # by structure: training state without tensors too
+            state_paths = self._session.unmatched_state_paths()
+            checkpoint_side[STATE_IN_CHECKPOINT] = (state_paths, len(state_paths))
+            live_state = self._unmatched_state_objects(live)
+            object_side[STATE_IN_OBJECTS] = (live_state, len(live_state))
+        parts = [listed(what, paths, count)
+                 for what, (paths, count) in (checkpoint_side | object_side).items() if count]
         if parts:
-            raise RestoreMismatchError("; ".join(parts) + " (restore(..., partial=True) "
-                                       "accepts this)", path=self.path)
+            raise RestoreMismatchError("; ".join(parts) + self._remedy(
+                checkpoint_side, object_side), path=self.path)
         return self
+
+    def _remedy(self, checkpoint_side: Mapping[str, tuple[list[str], int]],
+                object_side: Mapping[str, tuple[list[str], int]]) -> str:
+        """The way out of a failed strict restore that keeps every value it can.
+
+        Unmatched objects on both sides look renamed: partial=True would leave the
+        renamed ones as they are, so the message suggests a rename map, the one that
+        matches the paths shown when they differ in one name. By name, what the flat
+        file's keys need (restore_by_name adds it)."""
+        ours = sum(count for _, count in object_side.values())
+        theirs = sum(count for _, count in checkpoint_side.values())
+        if self._by_name is not None:
+            return ""
+        if ours and theirs:
+            shown = [path for paths, _ in checkpoint_side.values() for path in paths]
+            guess = suggested(shown, [p for paths, _ in object_side.values() for p in paths])
+            example = guess or {"old/path": "new/path"}
+            return (f" (if objects were renamed, restore(..., rename={example!r}) maps the "
+                    "checkpoint's paths to the objects'; partial=True would leave these "
+                    "objects as they are)")
+        if ours:
+            return (" (restore(..., partial=True) accepts this and leaves these objects as "
+                    "they are)")
+        return " (restore(..., partial=True) accepts this and ignores these values)"
+
+    def _unmatched_state_objects(self, live: LiveObjects) -> list[str]:
+        """Live objects holding no tensors but training state (a scheduler's or a
+        gradient scaler's metadata) that the restore did not reach."""
+        assert self._session is not None
+        matched = {id(o) for o in self._session.matched.values()}
+        return sorted(path or "(root)"
+                      for path, obj, node in zip(live.paths, live.objects, live.nodes)
+                      if not node.attributes and id(obj) not in matched
+                      and track(obj).holds_state())
 
     def expect_partial(self) -> RestoreStatus:
         """Declare a partial restore intended; nothing is reported either way."""
@@ -148,6 +188,11 @@ class RestoreStatus:
         if paths:
             raise RestoreMismatchError(listed(what, paths, count), path=self.path)
 
+
+# How a strict restore lists objects whose only values are metadata: an LR scheduler,
+# a gradient scaler, a dict of counters (spec/objects.md, "Type names and metadata").
+STATE_IN_CHECKPOINT = "checkpoint objects holding training state (metadata) matched no object"
+STATE_IN_OBJECTS = "objects holding training state (metadata) have no value in the checkpoint"
 
 # Unmatched checkpoint objects up to this many are shown sorted by path; a message shows
 # at most SHOWN paths, and beyond SORTED_UP_TO each is cut to its last SHOWN_PATH

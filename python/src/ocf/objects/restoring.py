@@ -44,6 +44,7 @@ from ocf.format.storage.location import StorageOptions
 from ocf.objects.fitting import cast_values, fitted_dtype
 from ocf.objects.path_listing import ROOT_SHOWN_AS, CheckpointPaths
 from ocf.objects.read_ahead import ReadAhead
+from ocf.objects.renames import Rename, path_mapper
 from ocf.objects.restore_by_name import NameMap, restore_by_name
 from ocf.objects.restore_status import (
     SHOWN,
@@ -55,7 +56,8 @@ from ocf.objects.restore_status import (
 from ocf.objects.sources import Source, open_source
 from ocf.objects.tracking import Tracked, defer, is_trackable, track
 
-__all__ = ["NameMap", "RestoreMismatchError", "RestoreStatus", "check_restorable", "restore"]
+__all__ = ["NameMap", "Rename", "RestoreMismatchError", "RestoreStatus", "check_restorable",
+           "restore"]
 
 class _Opener:
     """Opens the checkpoint of one restore for each pass of matching.
@@ -102,6 +104,8 @@ class _Session:
     slots_done: set[int] = field(default_factory=set)
     waiting_slots: dict[int, list[tuple[int, SlotRef]]] = field(default_factory=dict)
     reader: Source | None = None  # open during a pass of matching only
+    renamed: Renamed | None = None  # where renamed checkpoint objects are found
+
 
     def match(self, node: int, obj: object) -> None:
         """Restore ``obj`` from ``node`` and, breadth-first, everything below it."""
@@ -182,11 +186,14 @@ class _Session:
             pairs.append((node, view))
             live_children = view.children()
             for name, child_node in self.graph.nodes[node].children.items():
-                child = live_children.get(name)
+                owner, edge = (obj, name) if self.renamed is None else \
+                    self.renamed.place(child_node, obj, name)
+                child = live_children.get(edge) if owner is obj else \
+                    None if owner is None else track(owner).children().get(edge)
                 if child is not None and is_trackable(child):
                     work.append((child_node, child))
-                else:
-                    waits.append((obj, name, child_node))
+                elif owner is not None:
+                    waits.append((owner, edge, child_node))
         return pairs, waits
 
     def _checked(self, node: int, view: Tracked) -> dict[str, np.dtype[Any] | None]:
@@ -199,9 +206,19 @@ class _Session:
                                     key=key, path=self.reader.path)
                  for name, key in stored.attributes.items() if name in expected}
         if stored.metadata:
-            with self._naming_file(key=None):
+            with self._naming_file(key=None), self._naming_object(node):
                 view.check_restore_metadata(stored.metadata)
         return casts
+
+    @contextmanager
+    def _naming_object(self, node: int) -> Iterator[None]:
+        """An object's refusal of its metadata names the object's path."""
+        try:
+            yield
+        except OCFError as exc:
+            where = self.graph.path(node) or ROOT_SHOWN_AS
+            raise exc.located(exc.path, exc.key, detail=f"object {where!r}: {exc.detail}"
+                              ) from None
 
     @contextmanager
     def _naming_file(self, key: str | None) -> Iterator[None]:
@@ -246,6 +263,14 @@ class _Session:
         return [n for n in self.scope if n not in done
                 and (not holding_values or self.graph.nodes[n].attributes)]
 
+    def unmatched_state_paths(self) -> list[str]:
+        """Paths of the unmatched checkpoint objects holding metadata but no tensors:
+        training state such as an LR scheduler's, which a strict restore requires."""
+        done = set(self.matched) | self.slots_done | self.pending_slots
+        return sorted(self.graph.path(n) or ROOT_SHOWN_AS for n in self.scope
+                      if n not in done and self.graph.nodes[n].metadata
+                      and not self.graph.nodes[n].attributes)
+
     def unmatched_checkpoint_paths(self, *, holding_values: bool = False) -> CheckpointPaths:
         return CheckpointPaths(self.graph, self.unmatched_nodes(holding_values=holding_values))
 
@@ -260,10 +285,39 @@ class _Session:
                             for n in nodes[:SHOWN]]
 
 
+@dataclass
+class Renamed:
+    """Where each checkpoint object is found among the live objects under a rename map:
+    its path mapped, then looked up from the root (the object matched with ``begin``)."""
+
+    graph: ObjectGraph
+    root: object
+    begin: str  # the checkpoint path of the node matched with the root
+    mapped: Callable[[str], str]
+
+    def place(self, node: int, parent: object, name: str) -> tuple[object | None, str]:
+        """The live object that should hold checkpoint ``node`` (reached from the live
+        ``parent`` by the edge ``name``), and the edge name it should hold it by;
+        (None, name) when that object does not exist."""
+        original = self.graph.path(node)
+        path = self.mapped(original)
+        if path == original:  # not renamed: where the walk would look
+            return parent, name
+        if self.begin and not path.startswith(self.begin + "/"):
+            return None, path  # mapped outside what the restore's root stands for
+        parts = path[len(self.begin):].strip("/").split("/")
+        owner: object | None = self.root
+        for name in parts[:-1]:
+            owner = track(owner).children().get(name)
+            if owner is None or not is_trackable(owner):
+                return None, parts[-1]
+        return owner, parts[-1]
+
+
 def restore(root: object, path: str | os.PathLike[str], *, start: str = "",
             partial: bool = False, cast: bool = False, name_map: NameMap | None = None,
-            verify: bool = True, storage_options: StorageOptions | None = None
-            ) -> RestoreStatus:
+            rename: Rename | None = None, verify: bool = True,
+            storage_options: StorageOptions | None = None) -> RestoreStatus:
     """Restore ``root`` and everything under it from the checkpoint at ``path``.
 
     Strict unless ``partial``: when the call returns, every checkpoint
@@ -281,9 +335,17 @@ def restore(root: object, path: str | os.PathLike[str], *, start: str = "",
 
     ``start`` names the checkpoint object to match with ``root`` by its
     child-edge path ("model" restores a bare model from a checkpoint that
-    saved it under that name). A checkpoint without object graph is restored
-    by name: each live tensor's flat key, mapped through ``name_map`` (a
-    dict or a function), names the checkpoint tensor to take.
+    saved it under that name). ``rename`` maps the paths of objects renamed
+    since the save to their new paths: a dict of path prefixes
+    (``{"model/fc1": "model/encoder"}``) or a function of a checkpoint path
+    (:mod:`ocf.objects.renames`); their optimizer slots follow them.
+
+    A checkpoint without object graph is restored by name: each live
+    tensor's flat key, mapped through ``name_map`` (a dict or a function),
+    names the checkpoint tensor to take; without ``name_map``, a key absent
+    from the file is also looked up in the dotted form of a PyTorch
+    ``state_dict`` (``fc1/weight/.value`` as ``fc1.weight``). ``name_map``
+    given for a checkpoint with a graph restores it by name too.
 
     ``path`` may also name a TensorFlow checkpoint (its prefix, as
     ``tf.train.Checkpoint.save`` returns it); TensorFlow's object graph is
@@ -297,13 +359,14 @@ def restore(root: object, path: str | os.PathLike[str], *, start: str = "",
         >>> status = ocf.restore({"model": model, "optimizer": optimizer}, "training/ckpt-3")
         >>> ocf.restore(model, "ckpt.ocf", start="model")  # the subgraph under the edge "model"
     """
-    return _restore(root, os.fspath(path), start, not partial, cast, name_map, verify,
-                    storage_options)
+    mapped = None if rename is None else path_mapper(rename)
+    return _restore(root, os.fspath(path), start, not partial, cast, name_map, mapped,
+                    verify, storage_options)
 
 
 def _restore(root: object, path: str, start: str, strict: bool, cast: bool,
-             name_map: NameMap | None, verify: bool, storage_options: StorageOptions | None
-             ) -> RestoreStatus:
+             name_map: NameMap | None, rename: Callable[[str], str] | None, verify: bool,
+             storage_options: StorageOptions | None) -> RestoreStatus:
     check_restorable(root)
     reader = open_source(path, verify=verify, storage_options=storage_options)
     try:
@@ -321,6 +384,8 @@ def _restore(root: object, path: str, start: str, strict: bool, cast: bool,
     reopen = functools.partial(open_source, path, verify=verify,
                                storage_options=storage_options)
     session = _Session(_Opener(reader, reopen), graph, _reachable(graph, begin), cast)
+    if rename is not None:
+        session.renamed = Renamed(graph, root, graph.path(begin), rename)
     status = RestoreStatus(root, path, session)
     if strict:
         session.judge = status.assert_values_matched

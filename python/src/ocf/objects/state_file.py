@@ -14,8 +14,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeAlias
 
 from ocf.format.errors import (
@@ -25,9 +27,9 @@ from ocf.format.errors import (
     OCFError,
     UnsupportedVersionError,
 )
-from ocf.format.reader import Reader
 from ocf.format.storage.backend import backend_of
 from ocf.format.storage.location import StorageOptions, join_path, locate, url_scheme
+from ocf.objects.recovery import announce, is_committed, scan, usable_state_error
 from ocf.objects.sources import foreign_latest
 
 STATE_FILE_NAME = "checkpoint.json"
@@ -186,20 +188,6 @@ def write_state(directory: StrPath, state: CheckpointState,
 # -- finding the latest checkpoint ----------------------------------------------
 
 
-def _opens(path: str, storage_options: StorageOptions | None) -> bool:
-    """True if ``path`` is a committed checkpoint.
-
-    Opening reads and checks only the footer and the index (CRC-32C and
-    structure) and checks every shard's presence and length; tensor bytes
-    are not read, so this costs about the index's size, not the model's.
-    """
-    try:
-        Reader(path, storage_options=storage_options).close()
-    except (OCFError, OSError):
-        return False
-    return True
-
-
 def _newest_first(state: CheckpointState) -> Iterator[str]:
     yield state.latest
     yield from (name for name in reversed(state.names) if name != state.latest)
@@ -208,21 +196,65 @@ def _newest_first(state: CheckpointState) -> Iterator[str]:
 def first_intact(directory: str, state: CheckpointState,
                   storage_options: StorageOptions | None) -> str | None:
     for name in _newest_first(state):
-        if _opens(join_path(directory, name), storage_options):
+        if is_committed(join_path(directory, name), storage_options):
             return name
     return None
 
 
+def recovered_state(directory: str, checkpoint_name: str | None,
+                    storage_options: StorageOptions | None, now: float
+                    ) -> CheckpointState | None:
+    """The state of ``directory``: its state file when it is usable and names a
+    checkpoint that opens; else, with a :class:`~ocf.objects.recovery.RecoveryWarning`,
+    one made from the committed checkpoints a scan finds (ocf.objects.recovery),
+    named ``<checkpoint_name>-<number>`` (any name when None); None when there is
+    neither. A state file of an unsupported version raises."""
+    try:
+        state = read_state(directory, storage_options)
+    except OCFError as error:
+        if not usable_state_error(error):
+            raise
+        return _scanned(directory, checkpoint_name, storage_options, now,
+                        f"its state file is damaged and was not used ({error})")
+    if state is None:  # quiet when nothing is found: a fresh directory
+        return _scanned(directory, checkpoint_name, storage_options, now, None)
+    if first_intact(directory, state, storage_options) is not None:
+        return state
+    return _scanned(directory, checkpoint_name, storage_options, now,
+                    f"no checkpoint its state file ({STATE_FILE_NAME}) names opens") or state
+
+
+def _scanned(directory: str, checkpoint_name: str | None,
+             storage_options: StorageOptions | None, now: float, why: str | None
+             ) -> CheckpointState | None:
+    """The state a scan finds, announced with ``why`` the state file was not used
+    (None: there is none, and finding nothing is not worth a warning)."""
+    found = scan(directory, checkpoint_name, storage_options)
+    if why is None:
+        if found.newest is None:
+            return None
+        why = f"it has no state file ({STATE_FILE_NAME})"
+    announce(directory, found, why)
+    if found.newest is None:
+        return None
+    # Timestamps unknown: now, so the hours rule counts from the recovery.
+    return CheckpointState(found.newest, found.names, (now,) * len(found.names), now - 1.0)
+
+
 def latest_checkpoint(directory: StrPath, storage_options: StorageOptions | None = None
                       ) -> str | None:
-    """The path of the newest checkpoint of ``directory``'s state file that opens.
+    """The path of the newest committed checkpoint of ``directory``.
 
-    The state's ``latest`` if it opens, else the newest entry of its list
-    that does; None without a state file or when none opens. A state file
-    that is not well formed raises an OCFError naming it. ``directory`` may
-    be a URL (``s3://bucket/run``), whose ``storage_options`` go to fsspec.
-    A local directory without OCF's state file may hold another format's
-    (TensorFlow's ``checkpoint``): the checkpoint it names is returned.
+    The state file's ``latest`` if it opens, else the newest entry of its
+    list that does. Without a usable state file (missing, damaged, or naming
+    nothing that opens), the newest committed checkpoint found by scanning
+    the directory for numbered checkpoints (``ckpt-7``, a file or a
+    directory), announced by an ``ocf.objects.recovery.RecoveryWarning``;
+    None when there is none. A state file of an unsupported version raises.
+    ``directory`` may be a URL (``s3://bucket/run``), whose
+    ``storage_options`` go to fsspec. A local directory without OCF's state
+    file may hold another format's (TensorFlow's ``checkpoint``): the
+    checkpoint it names is returned.
 
     Examples:
         >>> path = ocf.latest_checkpoint("training")  # "training/ckpt-7", or None
@@ -230,8 +262,10 @@ def latest_checkpoint(directory: StrPath, storage_options: StorageOptions | None
         ...     ocf.Checkpoint(model=model).restore(path)
     """
     directory = os.fspath(directory)
-    state = read_state(directory, storage_options)
-    if state is None and url_scheme(directory) is None:
-        return foreign_latest(directory)
+    if url_scheme(directory) is None and not (Path(directory) / STATE_FILE_NAME).exists():
+        foreign = foreign_latest(directory)
+        if foreign is not None:
+            return foreign
+    state = recovered_state(directory, None, storage_options, time.time())
     name = None if state is None else first_intact(directory, state, storage_options)
     return None if name is None else join_path(directory, name)

@@ -138,6 +138,10 @@ class Tracked:
         metadata: Mapping[str, MetadataValue] = self._call("ocf_metadata", {})
         return metadata
 
+    def holds_state(self) -> bool:
+        """Whether it has metadata to restore: state a strict restore must find."""
+        return self._method("ocf_restore_metadata") is not None and bool(self.metadata())
+
     def restore_metadata(self, values: Mapping[str, MetadataValue]) -> None:
         method = self._method("ocf_restore_metadata")
         if method is not None:

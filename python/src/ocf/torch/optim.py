@@ -14,6 +14,9 @@ Torch keeps ``step`` per parameter, as a 0-dim float32 tensor, so it is a
 slot like the others, restored exactly. The node's metadata holds the rest,
 typed:
 
+- ``class``: the optimizer's class (``torch.optim.AdamW``), its identity: a
+  restore refuses an optimizer of another class (the node's ``type_name``
+  says the same, but is informative only, spec/objects.md);
 - ``param_groups``: one map per group of its hyperparameters (all but
   ``params``): numbers, bools, None and strings as they are, tuples as
   lists, tensor hyperparameters (a tensor ``lr``) as their numbers;
@@ -23,6 +26,12 @@ typed:
 
 Restoring follows ``Optimizer.load_state_dict``: groups are matched by
 position (their number must agree) and take the saved hyperparameters;
+before anything is restored, the class must be the checkpoint's and every
+saved hyperparameter one the live group has (an AdamW checkpoint never
+gives SGD its ``betas`` or its ``exp_avg``), whatever ``partial`` and
+``cast`` say. A hyperparameter the live group has and the checkpoint lacks
+keeps its value, as ``load_state_dict`` does for one a newer torch added
+(``initial_lr``, which a scheduler adds, is not compared);
 floating state is cast to its parameter's dtype and device, ``step`` stays
 float32 (on the parameter's device when the group is capturable or fused).
 State for a parameter this optimizer does not update is ignored.
@@ -38,6 +47,7 @@ import numpy as np
 
 from ocf.format.errors import InvalidError
 from ocf.format.metadata import MetadataValue
+from ocf.objects.identity import CLASS, refuse_other_class
 from ocf.objects.tracking import VALUE
 from ocf.torch._framework import torch
 from ocf.torch.modules import type_name
@@ -112,6 +122,7 @@ class OptimizerNode:
 
     def ocf_metadata(self) -> Mapping[str, MetadataValue]:
         metadata: dict[str, MetadataValue] = {
+            CLASS: self.ocf_type_name,
             GROUPS: [{key: as_metadata(value, key, self.ocf_type_name)
                       for key, value in group.items() if key != "params"}
                      for group in self.optimizer.param_groups]}
@@ -124,11 +135,17 @@ class OptimizerNode:
     # -- restoring ------------------------------------------------------------
 
     def ocf_check_restore_metadata(self, values: Mapping[str, MetadataValue]) -> None:
+        refuse_other_class(values, self.ocf_type_name, "an optimizer",
+                           _foreign_keys(values.get(GROUPS), self.optimizer))
         saved = values.get(GROUPS)
         groups = self.optimizer.param_groups
         if isinstance(saved, list) and len(saved) != len(groups):
             raise InvalidError(f"the checkpoint's {self.ocf_type_name} has {len(saved)} parameter "
                                f"groups, this one {len(groups)}; they are matched by position")
+        foreign = _foreign_keys(saved, self.optimizer)
+        if foreign:
+            raise InvalidError(f"the checkpoint's optimizer is not this {self.ocf_type_name}"
+                               f"{foreign}; an optimizer restores only into its own class")
 
     def ocf_restore_metadata(self, values: Mapping[str, MetadataValue]) -> None:
         self.ocf_check_restore_metadata(values)
@@ -143,7 +160,7 @@ class OptimizerNode:
         for group, hyperparameters in zip(self.optimizer.param_groups, saved):
             if isinstance(hyperparameters, dict):
                 for key, value in hyperparameters.items():
-                    if key != "params":
+                    if key != "params":  # checked above: every key is the group's
                         group[key] = restored_like(group.get(key), value)
 
     def ocf_restore_slot(self, variable: object, name: str,
@@ -157,6 +174,27 @@ class OptimizerNode:
             state[name] = python_type(values[VALUE].item())
         else:
             state[name] = _placed(variable, name, from_numpy(values[VALUE]), group)
+
+
+# Hyperparameters not compared: a scheduler adds initial_lr to the groups it drives.
+_NOT_COMPARED = frozenset({"params", "initial_lr"})
+
+
+def _foreign_keys(saved: MetadataValue, optimizer: Optimizer) -> str:
+    """', its hyperparameters a, b are not this one's (which has c, d)' when a saved
+    group holds hyperparameters the live group lacks; '' otherwise."""
+    if not isinstance(saved, list):
+        return ""
+    for stored, group in zip(saved, optimizer.param_groups):
+        if not isinstance(stored, dict):
+            continue
+        extra = sorted(set(stored) - set(group) - _NOT_COMPARED)
+        if extra:
+            missing = sorted(set(group) - set(stored) - _NOT_COMPARED)
+            theirs = f" (which has {', '.join(missing)})" if missing else ""
+            return (f": its hyperparameters {', '.join(extra)} are not this one's"
+                    f"{theirs}")
+    return ""
 
 
 def _holder(holder: np.ndarray | None, value: bool | int | float) -> np.ndarray:
