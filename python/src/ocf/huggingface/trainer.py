@@ -1,0 +1,156 @@
+"""Transformers' ``Trainer`` with every checkpoint file written and read as OCF.
+
+The Trainer saves a checkpoint folder through a few methods, one per part
+(``_save`` for the model, ``_save_optimizer_and_scheduler``, ``_save_scaler``,
+``_save_rng_state``), and resumes through their ``_load_*`` counterparts; it
+documents overriding them in subclasses. :class:`OCFCheckpointing`
+overrides each pair, so the folder ``checkpoint-N`` holds:
+
+- ``model.ocf``: the model's state dict (plus ``config.json`` and the
+  processing class, as Transformers writes them);
+- ``optimizer.ocf``: the optimizer's and the scheduler's state dicts;
+- ``scaler.ocf``: the gradient scaler's state, when there is one;
+- ``rng_state.ocf`` (``rng_state_{rank}.ocf`` per process when
+  distributed): Python's, NumPy's, torch's and CUDA's generators;
+- ``trainer_state.json``: Transformers' own (JSON: global step, logs,
+  callbacks' states), unchanged;
+- ``training_args.json``: the training arguments, instead of a pickle.
+
+Resuming reads these files when they are there and falls back to
+Transformers' own otherwise, so a run started without OCF resumes with it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ocf import torch as ocf_torch
+from ocf.huggingface._framework import transformers
+from ocf.torch.random_states import global_random_states, set_global_random_states
+from ocf.torch.state_trees import load_tree, save_tree
+
+MODEL_FILE = "model.ocf"
+OPTIMIZER_FILE = "optimizer.ocf"
+SCALER_FILE = "scaler.ocf"
+ARGUMENTS_FILE = "training_args.json"
+
+
+class OCFCheckpointing:
+    """A mixin for ``transformers.Trainer`` and its subclasses: list it first.
+
+    Examples:
+        >>> class MyTrainer(OCFCheckpointing, transformers.Seq2SeqTrainer): ...
+    """
+
+    # The attributes of transformers.Trainer this mixin uses.
+    args: Any
+    model: Any
+    optimizer: Any
+    lr_scheduler: Any
+    accelerator: Any
+    processing_class: Any
+    state: Any
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        sharded = [name for name, flag in (("DeepSpeed", "is_deepspeed_enabled"),
+                                           ("FSDP", "is_fsdp_enabled"))
+                   if getattr(self, flag, False)]
+        if sharded:
+            raise ValueError(f"ocf.huggingface.OCFCheckpointing does not save {sharded[0]} "
+                             "training state; use transformers.Trainer's own checkpoints there")
+
+    # -- the model ------------------------------------------------------------
+
+    def _save(self, output_dir: str | None = None, state_dict: dict[str, Any] | None = None
+              ) -> None:
+        output_dir = output_dir if output_dir is not None else self.args.output_dir
+        if not self.args.should_save:
+            return
+        os.makedirs(output_dir, exist_ok=True)
+        model = self.accelerator.unwrap_model(self.model, keep_torch_compile=False)
+        if state_dict is None:
+            state_dict = model.state_dict()
+        ocf_torch.save_file(state_dict, os.path.join(output_dir, MODEL_FILE),
+                            {"model_class": f"{type(model).__module__}.{type(model).__qualname__}"})
+        config = getattr(model, "config", None)
+        if config is not None and hasattr(config, "save_pretrained"):
+            config.save_pretrained(output_dir)
+        if self.processing_class is not None:
+            self.processing_class.save_pretrained(output_dir)
+        with open(os.path.join(output_dir, ARGUMENTS_FILE), "w", encoding="utf-8") as file:
+            file.write(self.args.to_json_string())
+
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
+        path = os.path.join(resume_from_checkpoint, MODEL_FILE)
+        if not os.path.isfile(path):
+            super()._load_from_checkpoint(resume_from_checkpoint, model)  # type: ignore[misc]
+            return
+        target = self.accelerator.unwrap_model(model if model is not None else self.model)
+        ocf_torch.load_model(target, path)
+
+    def _load_best_model(self) -> None:
+        path = os.path.join(self.state.best_model_checkpoint, MODEL_FILE)
+        if not os.path.isfile(path):
+            super()._load_best_model()  # type: ignore[misc]
+            return
+        ocf_torch.load_model(self.accelerator.unwrap_model(self.model), path)
+
+    # -- optimizer, scheduler, scaler -------------------------------------------
+
+    def _save_optimizer_and_scheduler(self, output_dir: str) -> None:
+        if not self.args.should_save:
+            return
+        scheduler = self.lr_scheduler.state_dict() if self.lr_scheduler is not None else None
+        save_tree({"optimizer": self.optimizer.state_dict(), "scheduler": scheduler},
+                  os.path.join(output_dir, OPTIMIZER_FILE))
+
+    def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
+        path = None if checkpoint is None else os.path.join(checkpoint, OPTIMIZER_FILE)
+        if path is None or not os.path.isfile(path):
+            super()._load_optimizer_and_scheduler(checkpoint)  # type: ignore[misc]
+            return
+        state = load_tree(path, device=self.args.device)
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.lr_scheduler is not None and state["scheduler"] is not None:
+            self.lr_scheduler.load_state_dict(state["scheduler"])
+
+    def _save_scaler(self, output_dir: str) -> None:
+        scaler = getattr(self.accelerator, "scaler", None)
+        if scaler is not None and self.args.should_save:
+            save_tree(scaler.state_dict(), os.path.join(output_dir, SCALER_FILE))
+
+    def _load_scaler(self, checkpoint: str | None) -> None:
+        path = None if checkpoint is None else os.path.join(checkpoint, SCALER_FILE)
+        if path is None or not os.path.isfile(path):
+            super()._load_scaler(checkpoint)  # type: ignore[misc]
+            return
+        self.accelerator.scaler.load_state_dict(load_tree(path))
+
+    # -- random generators ------------------------------------------------------
+
+    def _random_states_file(self, folder: str) -> str:
+        name = "rng_state.ocf" if self.args.world_size <= 1 else \
+            f"rng_state_{self.args.process_index}.ocf"
+        return os.path.join(folder, name)
+
+    def _save_rng_state(self, output_dir: str) -> None:
+        os.makedirs(output_dir, exist_ok=True)  # another process may not have made it yet
+        save_tree(global_random_states(), self._random_states_file(output_dir))
+
+    def _load_rng_state(self, checkpoint: str | None) -> None:
+        path = None if checkpoint is None else self._random_states_file(checkpoint)
+        if path is None or not os.path.isfile(path):
+            super()._load_rng_state(checkpoint)  # type: ignore[misc]
+            return
+        set_global_random_states(load_tree(path))
+
+
+class OCFTrainer(OCFCheckpointing, transformers.Trainer):
+    """``transformers.Trainer`` whose checkpoints are OCF files (see :class:`OCFCheckpointing`).
+
+    Examples:
+        >>> trainer = OCFTrainer(model=model, args=args, train_dataset=data)
+        >>> trainer.train(resume_from_checkpoint="out/checkpoint-20")
+    """
