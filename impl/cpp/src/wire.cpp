@@ -13,20 +13,8 @@ using google::protobuf::FieldDescriptor;
 constexpr uint32_t kVarint = 0, kFixed64 = 1, kLength = 2, kStartGroup = 3, kEndGroup = 4;
 constexpr uint64_t kTagLimit = uint64_t{1} << 32;
 
-struct Cursor {
-  const unsigned char* at;
-  const unsigned char* end;
-};
-
-uint64_t Varint(Cursor* c) {
-  uint64_t value = 0;
-  for (int shift = 0; c->at < c->end; shift += 7) {
-    const unsigned char byte = *c->at++;
-    if (shift < 64) value |= uint64_t(byte & 0x7F) << shift;
-    if (byte < 0x80) break;
-  }
-  return value;
-}
+using Cursor = WireBytes;
+constexpr auto Varint = ReadVarint;
 
 // Walks the fields of one message (`type`, or null for the content of an
 // unknown group) up to its end, or up to the end tag of the group it is in.
@@ -61,6 +49,16 @@ bool FieldsFit(const Descriptor* type, Cursor* c) {
 }
 
 }  // namespace
+
+uint64_t ReadVarint(WireBytes* b) {
+  uint64_t value = 0;
+  for (int shift = 0; b->at < b->end; shift += 7) {
+    const unsigned char byte = *b->at++;
+    if (shift < 64) value |= uint64_t(byte & 0x7F) << shift;
+    if (byte < 0x80) break;
+  }
+  return value;
+}
 
 bool TagsFitIn32Bits(const std::string& index_bytes) {
   const auto* start = reinterpret_cast<const unsigned char*>(index_bytes.data());

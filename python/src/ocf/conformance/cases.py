@@ -154,11 +154,12 @@ def _merge_case(case: Case, data: dict[str, Any], directory: Path) -> Case:
     if not path.is_dir():
         raise ValueError("the input of a merge case is not a directory")
     links = _links(data.get("links"), directory)
-    inside = [(directory / name).parent / target for name, target in links]
-    if not all(p.resolve().is_relative_to(path) and (directory / n).parent.resolve()
-               .is_relative_to(path) for p, (n, _) in zip(inside, links)):
-        raise ValueError("a link of a merge case is not inside its input directory, the "
-                         "only part of the case the merge gets")
+    for name, target in links:  # the merge gets a copy of its input directory only
+        link = directory / name
+        if not link.resolve().is_relative_to(path) or \
+                not (link.parent / target).resolve().is_relative_to(path):
+            raise ValueError(f"link {name!r} of a merge case, or its target, is outside "
+                             "the case's input directory")
     return dataclasses.replace(case, input=path, save_id=save_id, parts=parts, links=links)
 
 
