@@ -51,20 +51,50 @@ def _reaches_map(descriptor: Descriptor) -> bool:
     return False
 
 
-def _has_prefix_keys(message: Message) -> bool:
-    """Whether some map inside ``message`` has a key that is a prefix of another."""
-    for field, value in message.ListFields():
-        if field.message_type is None or not (_is_map(field) or
-                                              _reaches_map(field.message_type)):
+_MAP, _REPEATED, _SINGLE = 0, 1, 2
+
+
+@cache
+def _map_paths(descriptor: Descriptor) -> tuple[tuple[str, int, Descriptor | None], ...]:
+    """The fields of this type that are maps or can hold one, at any depth: (name,
+    kind, the type of the map's values or of the field)."""
+    paths = []
+    for f in descriptor.fields:
+        if f.message_type is None:
             continue
-        if _is_map(field):
+        if _is_map(f):
+            paths.append((f.name, _MAP, f.message_type.fields_by_name["value"].message_type))
+        elif _reaches_map(f.message_type):
+            paths.append((f.name, _REPEATED if _repeated(f) else _SINGLE, f.message_type))
+    return tuple(paths)
+
+
+def _has_prefix_keys(message: Message,
+                     paths: tuple[tuple[str, int, Descriptor | None], ...] | None = None) -> bool:
+    """Whether some map inside ``message`` has a key that is a prefix of another.
+    Only the fields that can lead to a map are looked at, so a graph of nodes
+    without metadata costs an attribute lookup or two per node."""
+    for name, kind, inner in _map_paths(message.DESCRIPTOR) if paths is None else paths:
+        value = getattr(message, name)
+        if not value and kind != _SINGLE:
+            continue
+        if kind == _MAP:
             keys = sorted(key.encode() for key in value)
             if any(b.startswith(a) for a, b in pairwise(keys)):
                 return True
-            items: Any = value.values()
+            items: Any = value.values() if inner is not None else ()
+        elif kind == _REPEATED:
+            items = value
+        elif message.HasField(name):
+            items = (value,)
         else:
-            items = value if _repeated(field) else [value]
-        if any(_has_prefix_keys(item) for item in items if isinstance(item, Message)):
+            continue
+        below = _map_paths(inner) if inner is not None else ()
+        if len(below) == 1 and below[0][1] == _MAP:
+            # The usual case, graph nodes whose one map is their metadata, mostly
+            # empty: test each item's map before calling anything for it.
+            items = (item for item in items if getattr(item, below[0][0]))
+        if below and any(_has_prefix_keys(item, below) for item in items):
             return True
     return False
 
