@@ -22,7 +22,9 @@ CATEGORIES = ("MALFORMED", "INVALID", "UNSUPPORTED_VERSION", "UNKNOWN_REQUIRED_F
               "INTEGRITY", "LIMIT_EXCEEDED", "NOT_FOUND")
 ID = re.compile(r"^(read|reject|write|merge)\.[a-z0-9][a-z0-9._-]*[a-z0-9]$")
 TOP_ORDER = ("id", "level", "requirements", "profiles", "description", "op", "input",
-             "links", "source", "layout", "save_id", "parts", "expect")
+             "links", "source", "layout", "checks", "save_id", "parts", "expect")
+# The checks of written bytes a write case may ask the harness for (protocol.md, Cases).
+CHECKS = ("deterministic-index", "no-gaps", "zstd-content-size")
 CODEC_ZSTD = 2
 
 
@@ -124,9 +126,12 @@ class Suite:
 
     def write(self, case_id: str, *, requirements: list[str], description: str,
               source: dict[str, Any], data: dict[str, bytes], layout: str,
-              expect: dict[str, Any], level: str = "required") -> None:
-        """A write case: ``source`` is source.json, ``data`` its raw tensor files."""
+              expect: dict[str, Any], level: str = "required",
+              checks: list[str] | None = None) -> None:
+        """A write case: ``source`` is source.json, ``data`` its raw tensor files;
+        ``checks`` name properties of the written bytes the harness also checks."""
         self._check_common(level, requirements, description)
+        assert all(name in CHECKS for name in checks or [])
         assert layout in ("file", "directory")
         directory = self._directory(case_id)
         for relative in sorted(data):
@@ -138,13 +143,17 @@ class Suite:
                 "profiles": ["write", *(["object-graph"] if source["object_graph"] else [])],
                 "description": description, "op": "write", "source": "source.json",
                 "layout": layout, "expect": expect}
+        if checks:
+            case["checks"] = checks
         (directory / "case.json").write_bytes(dump(case, TOP_ORDER))
 
     def merge(self, case_id: str, *, requirements: list[str], description: str,
               files: dict[str, bytes], input: str, save_id: str, parts: int,
-              expect: dict[str, Any], level: str = "required") -> None:
+              expect: dict[str, Any], level: str = "required",
+              links: dict[str, str] | None = None) -> None:
         """A merge case: ``files`` hold the directory ``input`` with the parts of
-        save ``save_id``; the implementation merges ``parts`` parts in a copy of it."""
+        save ``save_id``; the implementation merges ``parts`` parts in a copy of it,
+        where the harness makes ``links`` (names inside ``input``) first."""
         self._check_common(level, requirements, description)
         assert expect["result"] in ("ok", "error")
         assert (re.fullmatch(r"[0-9a-f]{16}", save_id) and 1 <= parts <= 65536) \
@@ -161,4 +170,7 @@ class Suite:
                 "profiles": profiles_of("parts-merge", [_index_of(p) for p in parts_files]),
                 "description": description, "op": "merge", "input": input,
                 "save_id": save_id, "parts": parts, "expect": expect}
+        if links:
+            assert all(name.startswith(input + "/") and name not in files for name in links)
+            case["links"] = links
         (directory / "case.json").write_bytes(dump(case, TOP_ORDER))

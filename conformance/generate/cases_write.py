@@ -52,10 +52,12 @@ def expect(entries: Entries, metadata: dict[str, Any],
 
 def add(suite: Suite, case_id: str, requirements: list[str], description: str,
         entries: Entries, metadata: dict[str, Any], nodes: list[dict[str, Any]] | None = None,
-        layout: str = "file") -> None:
+        layout: str = "file", level: str = "required", checks: list[str] | None = None
+        ) -> None:
     src, data = source(entries, metadata, nodes)
     suite.write(case_id, requirements=requirements, description=description, source=src,
-                data=data, layout=layout, expect=expect(entries, metadata, nodes))
+                data=data, layout=layout, expect=expect(entries, metadata, nodes),
+                level=level, checks=checks)
 
 
 def graph_entries(nodes: list[dict[str, Any]]) -> Entries:

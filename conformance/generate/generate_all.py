@@ -29,6 +29,7 @@ import cases_merge  # noqa: E402
 import cases_protobuf  # noqa: E402
 import cases_read  # noqa: E402
 import cases_reject  # noqa: E402
+import cases_wire  # noqa: E402
 import cases_write  # noqa: E402
 import ocfbytes  # noqa: E402
 from case_dirs import Suite  # noqa: E402
@@ -46,6 +47,7 @@ def generate(out: Path, *, update_cache: bool = False) -> Suite:
     cases_write.generate(suite)
     cases_merge.generate(suite)
     cases_protobuf.generate(suite)
+    cases_wire.generate(suite)
     frames = ocfbytes.FRAMES
     if update_cache:
         frames.save()

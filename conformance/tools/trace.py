@@ -58,7 +58,9 @@ MERGE_KEYS = {"id", "level", "requirements", "profiles", "description", "op", "i
               "expect"}
 OK_KEYS = {"result", "tensors", "metadata", "object_graph"}
 # Keys a case.json may leave out: the symbolic links of a read case.
-OPTIONAL_KEYS = {"read": {"links"}, "write": set(), "merge": set()}
+OPTIONAL_KEYS = {"read": {"links"}, "write": {"checks"}, "merge": {"links"}}
+# The checks of written bytes a write case may name (conformance/protocol.md, Cases).
+WRITE_CHECKS = {"deterministic-index", "no-gaps", "zstd-content-size"}
 
 
 @dataclass
@@ -330,7 +332,11 @@ def _check_merge(case: dict[str, Any], directory: Path, expect: Any,
         problems.append(f"input {case.get('input')!r} is not a directory in the case")
     else:
         referenced.add(target)
-    return problems
+        links = case.get("links", {})
+        if isinstance(links, dict) and not all(
+                str(name).startswith(f"{case['input']}/") for name in links):
+            problems.append("the links of a merge case must lie in its input directory")
+    return problems + _check_links(case.get("links", {}), directory, referenced)
 
 
 def _check_write(case: dict[str, Any], directory: Path, expect: Any,
@@ -338,6 +344,10 @@ def _check_write(case: dict[str, Any], directory: Path, expect: Any,
     problems = []
     if case.get("layout") not in ("file", "directory"):
         problems.append(f"layout {case.get('layout')!r} is not 'file' or 'directory'")
+    checks = case.get("checks", [])
+    if not isinstance(checks, list) or not set(checks) <= WRITE_CHECKS:
+        problems.append(f"checks {checks!r} is not a list of names from "
+                        f"{sorted(WRITE_CHECKS)}")
     if not isinstance(expect, dict) or expect.get("result") != "ok":
         problems.append("expect.result of a write case must be 'ok'")
     else:
@@ -426,11 +436,14 @@ def _underived_keys(nodes: list[dict[str, Any]]) -> list[str]:
 # -- untestable requirements ----------
 
 
-def load_untestable(path: Path, report: Report) -> dict[str, str]:
-    """``R-ID  justification`` lines; '#' starts a comment."""
+def load_untestable(path: Path, report: Report) -> tuple[dict[str, str], dict[str, str]]:
+    """``R-ID  justification`` lines; '#' starts a comment. A line ``R-ID  (part) ...``
+    names an untestable part of a requirement that cases cover otherwise; those are
+    checked to name a MUST requirement. Returns (whole requirements, parts)."""
     listed: dict[str, str] = {}
+    parts: dict[str, str] = {}
     if not path.exists():
-        return listed
+        return listed, parts
     for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         line = raw.split("#", 1)[0].strip() if raw.lstrip().startswith("#") else raw.strip()
         if not line:
@@ -439,10 +452,11 @@ def load_untestable(path: Path, report: Report) -> dict[str, str]:
         if not match:
             report.add(f"{path.name}:{number}: expected 'R-XXX-NNN justification'")
             continue
-        if match.group(1) in listed:
+        into = parts if match.group(2).startswith("(part) ") else listed
+        if match.group(1) in into:
             report.add(f"{path.name}:{number}: {match.group(1)} listed twice")
-        listed[match.group(1)] = match.group(2)
-    return listed
+        into[match.group(1)] = match.group(2)
+    return listed, parts
 
 
 # -- putting it together ----------
@@ -470,7 +484,10 @@ def trace(spec: Path, cases: Path, untestable: Path) -> tuple[Report, str]:
         if need and cited and strongest < STRENGTH[need]:
             report.add(f"{case_id}: level {case['level']!r} needs a {need} requirement among "
                        "those it cites")
-    listed = load_untestable(untestable, report)
+    listed, parts = load_untestable(untestable, report)
+    for rid in sorted(parts):
+        if rid not in defined or defined[rid].strength != "MUST":
+            report.add(f"{untestable.name}: {rid} (part) is not a MUST requirement of the spec")
     for rid in sorted(listed):
         if rid not in defined:
             report.add(f"{untestable.name}: {rid} is not defined in the spec")

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import index_of, replace_index
+from helpers import index_bytes_of, index_of, replace_index
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from samples import assert_all_bit_exact
@@ -30,6 +30,7 @@ from ocf.distributed.parts import (
     part_file_name,
     write_part,
 )
+from ocf.format.map_entries import fields
 from ocf.format.object_graph import Node
 from ocf.v1 import index_pb2
 
@@ -250,6 +251,27 @@ def test_missing_part_is_not_found_and_nothing_is_committed(tmp_path: Path) -> N
     _four_parts(tmp_path)
     (tmp_path / part_file_name(SAVE, 2)).unlink()
     _refused(tmp_path, ocf.NotFoundError, r"part 2 of 4 is missing.*R-PART-004")
+
+
+def test_part_index_under_a_symbolic_link_is_not_read(tmp_path: Path) -> None:
+    _four_parts(tmp_path)
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (tmp_path / part_file_name(SAVE, 1)).rename(kept / part_file_name(SAVE, 1))
+    (tmp_path / part_file_name(SAVE, 1)).symlink_to(Path("kept") / part_file_name(SAVE, 1))
+    _refused(tmp_path, ocf.NotFoundError, r"part 1 of 4 is missing.*R-PART-004")
+    assert (tmp_path / part_file_name(SAVE, 1)).is_symlink()
+
+
+def test_merged_metadata_keys_are_ordered_by_their_bytes(tmp_path: Path) -> None:
+    """[R-FILE-007], [R-PART-006]: the merged index is the merger's deterministic
+    serialization, entries ordered by key bytes ("" < "a" < "ab"), unlike upb's own mode."""
+    write_part(tmp_path, {"x": np.ones(3)}, part=0, parts=1, save_id=SAVE,
+               metadata={"ab": 1, "a": 2, "": 3})
+    merge_parts(tmp_path, save_id=SAVE, parts=1)
+    wire = memoryview(index_bytes_of((tmp_path / "index.ocf").read_bytes()))
+    keys = [bytes(next(fields(entry))[2]) for number, _, entry in fields(wire) if number == 5]
+    assert keys == [b"", b"a", b"ab"]
 
 
 def test_fewer_parts_written_than_merged_is_refused(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@
 
 #include "crc32c.h"
 #include "errors.h"
+#include "wire.h"
 
 namespace ocf {
 namespace {
@@ -169,6 +170,11 @@ uint64_t ReadIndex(const File& file, v1::Index* index, MapEntryFaults* faults) {
     Fail(Category::kMalformed, "R-FILE-007",
          file.name() + ": the index bytes are not a valid ocf.v1.Index "
                        "(bad wire format, invalid UTF-8 or nesting over 100)");
+  }
+  if (!TagsFitIn32Bits(bytes)) {
+    Fail(Category::kMalformed, "R-WIRE-001",
+         file.name() + ": a protobuf tag of the index is 2^32 or more "
+                       "(a field number above 2^29 - 1)");
   }
   *faults = FindMapEntryFaults(bytes);
   return index_offset;

@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <functional>
 
+#include "wire.h"
+
 namespace ocf {
 namespace {
 
@@ -12,20 +14,8 @@ constexpr uint32_t kEntryKey = 1, kEntryValue = 2, kValueList = 6, kValueMap = 7
 constexpr uint32_t kListValues = 1, kMapEntries = 1;
 constexpr uint32_t kVarint = 0, kFixed64 = 1, kLength = 2, kStartGroup = 3, kEndGroup = 4, kFixed32 = 5;
 
-struct Bytes {
-  const unsigned char* at;
-  const unsigned char* end;
-};
-
-uint64_t Varint(Bytes* b) {
-  uint64_t value = 0;
-  for (int shift = 0; b->at < b->end; shift += 7) {
-    const unsigned char byte = *b->at++;
-    if (shift < 64) value |= uint64_t(byte & 0x7F) << shift;
-    if (byte < 0x80) break;
-  }
-  return value;
-}
+using Bytes = WireBytes;
+constexpr auto Varint = ReadVarint;
 
 // Skips the value of a field of `wire_type`; a group up to its end tag.
 void Skip(Bytes* b, uint32_t wire_type) {

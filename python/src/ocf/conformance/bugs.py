@@ -281,6 +281,41 @@ def follow_shard_links() -> None:
     _patch(ocf.format.storage.local, "_open_nonblocking", following)
 
 
+@bug("merge.wire.part-index-symlink")
+def merge_follows_part_links() -> None:
+    """A part index that is a symbolic link is followed.
+
+    Imitates a merger that opens part indexes as a reader opens an index file
+    [R-PART-004]: a link under a part file name, to an index anywhere, becomes a
+    part of the save instead of a missing part (NOT_FOUND).
+    """
+    local = ocf.format.storage.local.LocalBackend
+    original = local.open_index
+
+    def following(self: ocf.format.storage.local.LocalBackend, path: object, *,
+                  follow: bool = True) -> object:
+        return original(self, path, follow=True)  # type: ignore[arg-type]
+
+    local.open_index = following  # type: ignore[method-assign, assignment]
+
+
+@bug("read.path.index-symlink-shards-beside-link")
+def shards_beside_link_target() -> None:
+    """Shards are looked up beside the target of a linked index, not beside the link.
+
+    Imitates a reader that resolves the path it is given (``realpath``) before it
+    takes its directory [R-FILE-008], [R-SHARD-001]: two readers then disagree on
+    which files a checkpoint has.
+    """
+    local = ocf.format.storage.local.LocalBackend
+    original = local.resolve_checkpoint
+
+    def resolving(self: ocf.format.storage.local.LocalBackend, where: object) -> object:
+        return original(self, where).resolve()  # type: ignore[arg-type]
+
+    local.resolve_checkpoint = resolving  # type: ignore[method-assign, assignment]
+
+
 @bug("reject.data.overlap-*")
 def accept_overlaps() -> None:
     """Blocks whose stored bytes overlap are not detected.

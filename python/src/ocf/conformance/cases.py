@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ocf.conformance.written import CHECKS
 from ocf.format.errors import Category
 
 LEVELS = ("required", "recommended", "optional")
@@ -55,9 +56,11 @@ class Case:
     save_id: str = ""  # merge: the save whose parts are merged
     parts: int = 0  # merge: how many parts
     profiles: tuple[str, ...] = ()  # every profile the case needs, its op's base first
-    # read: symbolic links (name, target) made in a copy of the case directory
-    # before the read, since a case directory in a repository cannot hold them.
+    # read, merge: symbolic links (name, target) made in a copy of the case directory
+    # before the request, since a case directory in a repository cannot hold them.
     links: tuple[tuple[str, str], ...] = ()
+    # write: checks of the written bytes beyond the meaning (ocf.conformance.written)
+    checks: tuple[str, ...] = ()
 
     @property
     def group(self) -> str:
@@ -127,7 +130,15 @@ def _case(data: dict[str, Any], directory: Path) -> Case:
     if op == "merge":
         return _merge_case(case, data, directory)
     return dataclasses.replace(case, source=_inside(directory, _choice(data, "source", None)),
-                    layout=_choice(data, "layout", LAYOUTS))
+                               layout=_choice(data, "layout", LAYOUTS),
+                               checks=_checks(data.get("checks", [])))
+
+
+def _checks(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(name in CHECKS for name in value):
+        raise ValueError(f"'checks' is {value!r}, not a list of names from "
+                         f"{', '.join(CHECKS)}")
+    return tuple(value)
 
 
 def _merge_case(case: Case, data: dict[str, Any], directory: Path) -> Case:
@@ -142,7 +153,14 @@ def _merge_case(case: Case, data: dict[str, Any], directory: Path) -> Case:
     path = _inside(directory, _choice(data, "input", None))
     if not path.is_dir():
         raise ValueError("the input of a merge case is not a directory")
-    return dataclasses.replace(case, input=path, save_id=save_id, parts=parts)
+    links = _links(data.get("links"), directory)
+    for name, target in links:  # the merge gets a copy of its input directory only
+        link = directory / name
+        if not link.resolve().is_relative_to(path) or \
+                not (link.parent / target).resolve().is_relative_to(path):
+            raise ValueError(f"link {name!r} of a merge case, or its target, is outside "
+                             "the case's input directory")
+    return dataclasses.replace(case, input=path, save_id=save_id, parts=parts, links=links)
 
 
 def _profiles(profiles: Any, op: str) -> tuple[str, ...]:
@@ -203,6 +221,17 @@ def _links(value: Any, directory: Path) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(value.items()))
 
 
+def make_links(case: Case, root: Path) -> None:
+    """Make the links of ``case`` in ``root``, a copy of its directory (read) or of its
+    input directory (merge)."""
+    assert case.input is not None
+    base = case.directory.resolve() if case.op == "read" else case.input
+    for name, target in case.links:
+        link = root / (case.directory.resolve() / name).relative_to(base)
+        link.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(target, link)
+
+
 def materialize(case: Case, workdir: Path) -> Path:
     """The input of a read case: in a copy of its directory under ``workdir`` with its
     links made, when it declares links; else where it is."""
@@ -213,9 +242,7 @@ def materialize(case: Case, workdir: Path) -> Path:
     if copy.exists():
         shutil.rmtree(copy)
     shutil.copytree(case.directory, copy, symlinks=True)
-    for name, target in case.links:
-        (copy / name).parent.mkdir(parents=True, exist_ok=True)
-        os.symlink(target, copy / name)
+    make_links(case, copy)
     return copy / case.input.relative_to(case.directory.resolve())
 
 

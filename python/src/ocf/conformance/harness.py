@@ -26,7 +26,14 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ocf.conformance import report, xfail
-from ocf.conformance.cases import Case, CaseError, claimed, load_cases, materialize
+from ocf.conformance.cases import (
+    Case,
+    CaseError,
+    claimed,
+    load_cases,
+    make_links,
+    materialize,
+)
 from ocf.conformance.driver import Adapter, AdapterError, Message, StartError
 from ocf.conformance.judge import Verdict, judge
 from ocf.conformance.results import Outcome, Result
@@ -59,6 +66,7 @@ def request_for(case: Case, workdir: Path) -> tuple[Message, Path | None]:
         if output.exists():
             shutil.rmtree(output)
         shutil.copytree(case.input, output)
+        make_links(case, output)
         return {"op": "merge", "case": case.id, "path": str(output), "save_id": case.save_id,
                 "parts": case.parts}, output
     output = workdir / "written" / case.id / (

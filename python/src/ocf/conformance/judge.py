@@ -17,6 +17,7 @@ from ocf.conformance.cases import CATEGORIES, MEANING_KEYS, Case
 from ocf.conformance.driver import Message
 from ocf.conformance.jsontypes import Json
 from ocf.conformance.results import Outcome
+from ocf.conformance.written import CHECKS
 from ocf.format.commit import is_temp_name
 from ocf.format.container import INDEX_FILE_NAME
 from ocf.format.errors import OCFError
@@ -73,7 +74,12 @@ def _written(case: Case, output: Path) -> Verdict:
             meaning = semantics.describe(reader)
     except OCFError as exc:
         return Outcome.FAIL, f"the reference reader rejects the written checkpoint: {exc}"
-    return _compare(case, meaning, "the written checkpoint")
+    verdict = _compare(case, meaning, "the written checkpoint")
+    for name in case.checks if verdict[0] is Outcome.PASS else ():
+        reason = CHECKS[name](output)
+        if reason is not None:
+            return Outcome.FAIL, f"{name}: {reason}"
+    return verdict
 
 
 def _merged(case: Case, output: Path) -> Verdict:
@@ -112,9 +118,10 @@ def _unchanged(case: Case, output: Path) -> Verdict:
 
 
 def _files(directory: Path) -> dict[str, bytes]:
-    """Every file of ``directory`` but temporary ones, by name, with its bytes."""
+    """Every file of ``directory`` but temporary ones and the links a case makes, by
+    name, with its bytes."""
     return {p.name: p.read_bytes() for p in sorted(directory.iterdir())
-            if p.is_file() and not is_temp_name(p.name)}
+            if p.is_file() and not p.is_symlink() and not is_temp_name(p.name)}
 
 
 def _compare(case: Case, actual: Json, what: str) -> Verdict:

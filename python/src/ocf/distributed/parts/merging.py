@@ -25,6 +25,7 @@ from ocf.format.checksum import crc32c
 from ocf.format.commit import is_shard_file_name, leftover_names
 from ocf.format.container import INDEX_FILE_NAME, PREAMBLE, PREAMBLE_SIZE, Footer, read_index_bytes
 from ocf.format.errors import InvalidError, LimitExceededError, NotFoundError
+from ocf.format.index import canonical
 from ocf.format.index.decoding import PART_FEATURE, Index, decode_index
 from ocf.format.index.encoding import extend_fully
 from ocf.format.limits import MAX_INDEX_BYTES, MAX_SLICES_PER_TENSOR
@@ -69,7 +70,7 @@ def merge_parts(path: str | os.PathLike[str], *, save_id: str, parts: int,
                                 requirement="R-PART-004")
     loaded = [_read_part(directory, save_id, n, parts) for n in range(parts)]
     index = _merged_index(loaded, directory)
-    data = index.SerializeToString(deterministic=True)
+    data = canonical.serialize(index)
     if len(data) > MAX_INDEX_BYTES:
         raise LimitExceededError(f"merged index would be {len(data)} bytes, above the limit "
                                  f"of {MAX_INDEX_BYTES}", path=directory,
@@ -87,8 +88,9 @@ def _read_part(directory: Location, save_id: str, number: int, count: int) -> _P
     """Read and check part ``number``: an index file, then a part of this save [R-PART-004]."""
     path = directory / part_file_name(save_id, number)
     try:
-        source = backend_of(path).open_index(path)
-    except NotFoundError:  # gone since M1, or not a regular file
+        # A part index is a file of the directory, never one a link points to [R-PART-004].
+        source = backend_of(path).open_index(path, follow=False)
+    except NotFoundError:  # gone since M1, a symbolic link, or not a regular file
         raise NotFoundError(f"part {number} of {count} is missing: its writer did not "
                             "finish", path=path, requirement="R-PART-004") from None
     try:

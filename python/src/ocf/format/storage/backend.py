@@ -115,8 +115,9 @@ class Backend(Protocol):
         single-file form) or ``where/index.ocf``; NotFoundError when neither is
         there [R-FILE-008] [R-COMMIT-003] [R-COMMIT-006]."""
 
-    def open_index(self, path: Location) -> Input:
-        """Open an index file: NotFoundError unless it is a regular file or an object."""
+    def open_index(self, path: Location, *, follow: bool = True) -> Input:
+        """Open an index file: NotFoundError unless it is a regular file or an object;
+        unless ``follow``, also for a symbolic link (a part index [R-PART-004])."""
 
     def open_shard(self, path: Location, length: int) -> Input:
         """Open a shard named by an index: it exists (NotFoundError), has ``length``

@@ -271,9 +271,9 @@ class LocalBackend:
                                 requirement="R-FILE-008")
         return target
 
-    def open_index(self, path: Location) -> LocalInput:
+    def open_index(self, path: Location, *, follow: bool = True) -> LocalInput:
         local = _local(path)
-        fd = _open_nonblocking(local, "index file", "R-FILE-008")
+        fd = _open_nonblocking(local, "index file", "R-FILE-008", follow=follow)
         status = _regular_or_close(fd, local, "index file", "R-FILE-008")
         return LocalInput(local, fd, status.st_size)
 

@@ -39,7 +39,7 @@ class ObjectStoreBackend:
     def resolve_checkpoint(self, where: Location) -> ObjectPath:
         return resolve_object(_object(where))
 
-    def open_index(self, path: Location) -> ObjectInput:
+    def open_index(self, path: Location, *, follow: bool = True) -> ObjectInput:
         return ObjectInput.open_index(_object(path))
 
     def open_shard(self, path: Location, length: int) -> ObjectInput:

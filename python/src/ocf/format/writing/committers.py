@@ -17,6 +17,7 @@ from ocf.format.checksum import crc32c
 from ocf.format.commit import leftover_names, shard_file_name, temp_names_of
 from ocf.format.container import FOOTER_SIZE, INDEX_FILE_NAME, PREAMBLE_SIZE, Footer, padding
 from ocf.format.errors import InvalidError, LimitExceededError
+from ocf.format.index import canonical
 from ocf.format.limits import MAX_INDEX_BYTES
 from ocf.format.storage.backend import Backend, Layout, Output
 from ocf.format.storage.location import Location
@@ -62,7 +63,7 @@ class Committer(ABC):
             self.storage.remove_created_directory(self.target)
 
     def _index_bytes(self, index: index_pb2.Index) -> bytes:
-        index_bytes = index.SerializeToString(deterministic=True)
+        index_bytes = canonical.serialize(index)
         if len(index_bytes) > MAX_INDEX_BYTES:
             raise LimitExceededError(f"index would be {len(index_bytes)} bytes, above the "
                                      f"limit of {MAX_INDEX_BYTES}", path=self.target,
