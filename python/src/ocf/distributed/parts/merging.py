@@ -24,7 +24,7 @@ from ocf.format.errors import InvalidError, LimitExceededError, NotFoundError
 from ocf.format.index.decoding import PART_FEATURE, Index, decode_index
 from ocf.format.index.encoding import TableBuilder
 from ocf.format.index.model import Block, TensorInfo
-from ocf.format.limits import MAX_INDEX_BYTES, MAX_SLICES_PER_TENSOR
+from ocf.format.limits import MAX_INDEX_BYTES, max_slices
 from ocf.format.object_graph import decode_graph
 from ocf.format.slicing import Box, boxes_disjoint, boxes_fill
 from ocf.format.storage.backend import backend_of
@@ -213,9 +213,10 @@ def _check_slices(key: str, entry: _Entry, directory: Location) -> None:
     if entry.whole_in is not None:
         return
     boxes = [box for _, box, _ in entry.slices]
-    if len(boxes) > MAX_SLICES_PER_TENSOR:
+    limit = max_slices(len(entry.info.shape))
+    if len(boxes) > limit:
         raise LimitExceededError(f"parts {entry.parts} hold {len(boxes)} slices, above the "
-                                 f"limit of {MAX_SLICES_PER_TENSOR}", path=directory, key=key,
+                                 f"limit of {limit}", path=directory, key=key,
                                  requirement="R-SLICE-004")
     if not boxes_disjoint(boxes):
         raise InvalidError(f"slices written by parts {entry.parts} overlap", path=directory,
