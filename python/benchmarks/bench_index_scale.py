@@ -48,7 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from pathlib import Path
@@ -632,14 +632,42 @@ def _holders_of_kind(shape: tuple[int, ...], tp_dim: int | str | None, layout: s
     return sum(box_of(tensor, layout, ranks, r) is not None for r in range(ranks))
 
 
-def sampled_ranks(ranks: int, sample: int | None) -> list[tuple[int, int]]:
-    """The ranks whose parts are simulated, each with the number of ranks it stands
-    for: every rank (weight 1), or ``sample`` ranks evenly spread from the first to the
-    last, each standing for itself and the ranks up to the next one sampled."""
+def sampled_ranks(signatures: Sequence[Hashable], sample: int | None
+                  ) -> list[tuple[int, int]]:
+    """The ranks whose parts are simulated, each with the number of ranks it stands for.
+
+    ``signatures`` says, for each rank, what its part holds (see :func:`part_signature`);
+    parts of equal signatures differ only in their offsets and shard numbers. Without
+    ``sample``, or when it is not below the ranks, every rank, weight 1. Else about
+    ``sample`` ranks: each group of equal signatures gets a share in proportion to its
+    size, at least one, evenly spread over its ranks, each standing for itself and the
+    group's ranks up to the next one sampled.
+    """
+    ranks = len(signatures)
     if sample is None or sample >= ranks:
         return [(rank, 1) for rank in range(ranks)]
-    picks = sorted({round(k * (ranks - 1) / (sample - 1)) for k in range(sample)})
-    return [(rank, after - rank) for rank, after in zip(picks, [*picks[1:], ranks])]
+    groups: dict[Hashable, list[int]] = {}
+    for rank, signature in enumerate(signatures):
+        groups.setdefault(signature, []).append(rank)
+    picks = []
+    for members in groups.values():
+        share = max(1, round(sample * len(members) / ranks))
+        at = sorted({round(k * len(members) / share) for k in range(share)})
+        picks += [(members[i], after - i) for i, after in zip(at, [*at[1:], len(members)])]
+    return sorted(picks)
+
+
+def part_signature(model: Model, layout: str, ranks: int, rank: int) -> tuple[Any, ...]:
+    """What ``rank``'s part holds, up to where: the extent of its box of each kind of
+    tensor (None for none)."""
+    return tuple(None if box is None else box[1] for box in
+                 (box_of(Tensor("", shape, FP32, tp), layout, ranks, rank)
+                  for shape, tp in _kinds(model)))
+
+
+@cache
+def _kinds(model: Model) -> tuple[tuple[tuple[int, ...], int | str | None], ...]:
+    return tuple(sorted({(t.shape, t.tp_dim) for t in state(model)}, key=repr))
 
 
 def build(model: Model, layout: str, ranks: int, options: SaveOptions,
@@ -649,7 +677,8 @@ def build(model: Model, layout: str, ranks: int, options: SaveOptions,
     save_id = new_save_id()
     began = time.perf_counter()
     sizes, shards, merged = [], 0, MergedSize()
-    picks = sampled_ranks(ranks, None if directory is not None else sample)
+    signatures = [part_signature(model, layout, ranks, rank) for rank in range(ranks)]
+    picks = sampled_ranks(signatures, None if directory is not None else sample)
     for rank, weight in picks:
         part = simulate_part(model, layout, ranks, rank, save_id, options)
         index = part.index()
