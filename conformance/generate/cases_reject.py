@@ -756,7 +756,7 @@ def tensors(r: Rejects) -> None:
         return mutation
 
     r.index("tensor.slice-count-65537", ["R-SLICE-004"], "LIMIT_EXCEEDED",
-            "A valid file whose first tensor (rank 1) has the slice count 65537, one above "
+            "A valid file whose first tensor (rank 2) has the slice count 65537, one above "
             "the limit (checked before the block table's length).", slice_count(65537))
     r.index("tensor.slice-count-4097-rank-5", ["R-SLICE-004"], "LIMIT_EXCEEDED",
             "A valid file whose first tensor, of rank 5, has the slice count 4097, one above "
