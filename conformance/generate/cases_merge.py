@@ -158,6 +158,18 @@ def successes(suite: Suite) -> None:
                 files=save_files(grid, parts), input=DIRECTORY, save_id=SAVE, parts=3,
                 expect=meaning(grid, {"note": s("graph in part 0")}, graph))
 
+    many = 2049  # boxes per part: 4098 slices in all, above the 4096 of format 1.1
+    wide = {"r": Full("uint8", [2 * many], bytes(k % 251 for k in range(2 * many)))}
+    parts = [Part(n, boxes={"r": [([k], [1]) for k in range(n * many, (n + 1) * many)]})
+             for n in (0, 1)]
+    suite.merge("merge.slices-above-4096", requirements=["R-SLICE-004", "R-PART-005",
+                                                         "R-PART-006"],
+                description=f"Two parts of {many} one-element boxes each of a uint8 vector: "
+                f"{2 * many} slices in all, above the 4096 of formats 1.0 and 1.1 and within "
+                "the 65536 that format 1.2 allows up to rank 4.",
+                files=save_files(wide, parts), input=DIRECTORY, save_id=SAVE, parts=2,
+                expect=meaning(wide))
+
     one = {"x": Full("int32", [6], samples.ramp("int32", [6])),
            "y": Full("int8", [2], b"\x01\xff")}
     suite.merge("merge.single-part", requirements=["R-PART-004", "R-PART-006"],
@@ -375,17 +387,24 @@ def order(suite: Suite) -> None:
             "metadata rule is part of M2 for part 1, before part 2 is read.",
             damaged_checksum(files, 2))
 
-    many = 2049  # slices per part; two parts hold 4098 slices, above the 4096 of R-SLICE-004
+    # Slices per part: two parts hold 4098 slices of a rank-5 tensor, above the 4096 that
+    # R-SLICE-004 allows above rank 4.
+    many = 2049
     gapped = {"a": Full("int32", [4], samples.ramp("int32", [4])),
-              "b": Full("uint8", [2 * many], bytes(range(256)) * (2 * many // 256) +
-                        bytes(2 * many % 256))}
-    parts = [Part(0, boxes={"a": [([0], [2])], "b": [([k], [1]) for k in range(many)]}),
-             Part(1, boxes={"a": [([2], [1])],
-                            "b": [([k], [1]) for k in range(many, 2 * many)]})]
+              "b": Full("uint8", [2 * many, 1, 1, 1, 1], bytes(range(256)) * (2 * many // 256)
+                        + bytes(2 * many % 256))}
+    parts = [Part(0, boxes={"a": [([0], [2])], "b": cells_of_rank_5(range(many))}),
+             Part(1, boxes={"a": [([2], [1])], "b": cells_of_rank_5(range(many, 2 * many))})]
     refused("gap-before-later-slice-limit", "INVALID", ["R-PART-005", "R-SLICE-004"],
-            f"Key 'a' (first in merged order) leaves element 3 uncovered, and key 'b' has "
-            f"{2 * many} slices in all: M5 runs key by key, all its checks for 'a' before "
-            "'b'.", save_files(gapped, parts), parts=2)
+            f"Key 'a' (first in merged order) leaves element 3 uncovered, and key 'b', of "
+            f"rank 5, has {2 * many} slices in all, above the 4096 allowed above rank 4: M5 "
+            "runs key by key, all its checks for 'a' before 'b'.", save_files(gapped, parts),
+            parts=2)
+
+
+def cells_of_rank_5(rows: range) -> list[Box]:
+    """One box per row of a [n, 1, 1, 1, 1] tensor."""
+    return [([k, 0, 0, 0, 0], [1] * 5) for k in rows]
 
 
 def _renamed_shard(tensors: dict[str, Full], part: int, name: str) -> dict[str, bytes]:

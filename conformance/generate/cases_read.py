@@ -401,6 +401,8 @@ def slices(suite: Suite) -> None:
            "zstd-compressed. About 2 million pairs of boxes overlap along each "
            "dimension: a reader that compares pairs is slow here (spec/format.md, Slices).")
 
+    many_slices(suite)
+
     builder = directory_builder()
     builder.add("spread", "float64", [3, 2], samples.ramp("float64", [3, 2]),
                 slices=[([0, 0], [1, 2]), ([1, 0], [1, 2]), ([2, 0], [1, 2])],
@@ -409,6 +411,23 @@ def slices(suite: Suite) -> None:
                description="A directory checkpoint whose tensors are sliced across the "
                "index file and two shards.",
                files=in_directory(builder.files()), input=DIRECTORY, expect=builder.expect())
+
+
+MANY = 4097  # slices: one above the limit of formats 1.0 and 1.1 [R-SLICE-004]
+
+
+def many_slices(suite: Suite) -> None:
+    """A rank-4 tensor in more slices than format 1.1 allowed. (That the limit applies
+    to a file stamped 1.1 too is reject.tensor.slice-count-4097-rank-4, which costs a
+    few bytes where this case costs 64 per slice.)"""
+    shape = [MANY, 1, 1, 16]
+    builder = Builder()
+    builder.add("rows", "uint8", shape, samples.ramp("uint8", shape),
+                slices=[([k, 0, 0, 0], [1, 1, 1, 16]) for k in range(MANY)][::-1])
+    single(suite, "read.slice.count-4097-rank-4", builder, ["R-SLICE-004", "R-VER-003"],
+           f"A file of format 1.2 whose uint8 [{MANY}, 1, 1, 16] tensor is in {MANY} slices "
+           "of one row each, listed last row first: above the 4096 slices of formats 1.0 "
+           "and 1.1, within the 65536 that format 1.2 allows up to rank 4.", minor=2)
 
 
 # -- metadata ----------

@@ -130,6 +130,17 @@ def sliced_base() -> Builder:
     return builder
 
 
+def rank_base(rank: int) -> Builder:
+    """A valid file whose first tensor, int8 of shape [2, 1, ..., 1] and rank ``rank``, is
+    in two slices: the slice limit depends on the rank [R-SLICE-004]."""
+    builder = Builder()
+    shape = [2] + [1] * (rank - 1)
+    builder.add("t", "int8", shape, samples.ramp("int8", shape),
+                slices=[([k] + [0] * (rank - 1), [1] * rank) for k in (0, 1)])
+    builder.add("w", "float32", [2], samples.ramp("float32", [2]))
+    return builder
+
+
 def zstd_base() -> Builder:
     builder = Builder()
     builder.add("z", "float64", [1024], samples.ramp("float64", [1024]), codec=CODEC_ZSTD,
@@ -312,9 +323,10 @@ def versions(r: Rejects) -> None:
            set_footer_field(set_footer_field(blob, "format_major", 2), "index_length", 3))
     r.blob("version.major-2-index-length-over-limit", ["R-VER-001", "R-LIMIT-001", "R-ERR-002"],
            "UNSUPPORTED_VERSION",
-           "Format major version 2 and an index_length of 2^30: the version comes before the "
-           "limit on the index size.",
-           set_footer_field(set_footer_field(blob, "format_major", 2), "index_length", 1 << 30))
+           "Format major version 2 and an index_length of 2^30+1, above the limit: the version "
+           "comes before the limit on the index size.",
+           set_footer_field(set_footer_field(blob, "format_major", 2), "index_length",
+                            (1 << 30) + 1))
     r.blob("version.major-2-file-50-bytes", ["R-FILE-004", "R-ERR-002"], "MALFORMED",
            "A 50-byte file: 18 bytes of preamble and a footer saying major version 2; the "
            "file size is checked before the version.",
@@ -331,20 +343,27 @@ def versions(r: Rejects) -> None:
 
 def limits(r: Rejects) -> None:
     blob = base_builder().single()
-    r.blob("limit.index-length-over-256mib", ["R-LIMIT-001"], "LIMIT_EXCEEDED",
-           "A valid file whose footer says index_length 2^28+1, one byte above the 256 MiB "
-           "limit.", set_footer_field(blob, "index_length", (1 << 28) + 1))
-    r.blob("limit.index-length-1gib-offset-wrong", ["R-LIMIT-001", "R-ERR-002"],
+    r.blob("limit.index-length-over-1gib", ["R-LIMIT-001"], "LIMIT_EXCEEDED",
+           "A valid file whose footer says index_length 2^30+1, one byte above the 1 GiB "
+           "limit.", set_footer_field(blob, "index_length", (1 << 30) + 1))
+    r.blob("limit.index-length-over-1gib-offset-wrong", ["R-LIMIT-001", "R-ERR-002"],
            "LIMIT_EXCEEDED",
-           "A footer saying index_length 1 GiB and index_offset 0: the limit is checked "
+           "A footer saying index_length 2^30+1 and index_offset 0: the limit is checked "
            "before the index position.",
-           set_footer_field(set_footer_field(blob, "index_length", 1 << 30), "index_offset", 0))
+           set_footer_field(set_footer_field(blob, "index_length", (1 << 30) + 1),
+                            "index_offset", 0))
+    r.blob("limit.index-length-over-256mib-in-format-1.1", ["R-LIMIT-001", "R-VER-002",
+                                                            "R-FILE-005"], "MALFORMED",
+           "A file of format 1.1 whose footer says index_length 2^28+1, above the 256 MiB of "
+           "format 1.1 but within the 1 GiB of 1.2, which applies whatever format_minor "
+           "says: the index position is checked next, and this small file does not hold it.",
+           set_footer_field(blob, "index_length", (1 << 28) + 1))
     r.blob("limit.index-length-max-u64", ["R-LIMIT-001"], "LIMIT_EXCEEDED",
            "A footer saying index_length 2^64-1.", set_footer_field(blob, "index_length",
                                                              (1 << 64) - 1))
-    r.blob("limit.index-length-exactly-256mib", ["R-LIMIT-001", "R-FILE-005"], "MALFORMED",
-           "A footer saying index_length exactly 2^28, which is within the limit, but does not "
-           "end at the footer of this small file.", set_footer_field(blob, "index_length", 1 << 28))
+    r.blob("limit.index-length-exactly-1gib", ["R-LIMIT-001", "R-FILE-005"], "MALFORMED",
+           "A footer saying index_length exactly 2^30, which is within the limit, but does not "
+           "end at the footer of this small file.", set_footer_field(blob, "index_length", 1 << 30))
 
 
 def features(r: Rejects) -> None:
@@ -731,12 +750,24 @@ def tensors(r: Rejects) -> None:
             "claiming 24 raw bytes (the whole tensor's) instead of 12.", slice_raw,
             builder=sliced_base())
 
-    def slice_count(index: index_pb2.Index) -> None:
-        index.tensors.slice_counts[0] = 4097
+    def slice_count(count: int) -> Mutation:
+        def mutation(index: index_pb2.Index) -> None:
+            index.tensors.slice_counts[0] = count
+        return mutation
 
-    r.index("tensor.slice-count-4097", ["R-SLICE-004"], "LIMIT_EXCEEDED",
-            "A valid file whose first tensor's slice count is 4097, one above the limit "
-            "(checked before the block table's length).", slice_count)
+    r.index("tensor.slice-count-65537", ["R-SLICE-004"], "LIMIT_EXCEEDED",
+            "A valid file whose first tensor (rank 2) has the slice count 65537, one above "
+            "the limit (checked before the block table's length).", slice_count(65537))
+    r.index("tensor.slice-count-4097-rank-5", ["R-SLICE-004"], "LIMIT_EXCEEDED",
+            "A valid file whose first tensor, of rank 5, has the slice count 4097, one above "
+            "the limit for a rank above 4 (checked before the block table's length).",
+            slice_count(4097), builder=rank_base(5))
+    r.index("tensor.slice-count-4097-rank-4", ["R-SLICE-004", "R-VER-002", "R-TABLE-002"],
+            "INVALID",
+            "A file stamped format 1.1 whose first tensor, of rank 4, has the slice count "
+            "4097: above the 4096 of format 1.1, within the 65536 that format 1.2 allows up "
+            "to rank 4, which applies whatever format_minor says; the block table then holds "
+            "too few blocks.", slice_count(4097), builder=rank_base(4))
 
 
 # -- placement of blocks ----------

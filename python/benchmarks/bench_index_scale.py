@@ -48,7 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from pathlib import Path
@@ -68,7 +68,7 @@ from ocf.format.container import PREAMBLE, PREAMBLE_SIZE, Footer, padding
 from ocf.format.index.decoding import PART_FEATURE
 from ocf.format.index.encoding import TableBuilder
 from ocf.format.index.model import Block
-from ocf.format.limits import MAX_INDEX_BYTES, MAX_SHARDS, MAX_SLICES_PER_TENSOR
+from ocf.format.limits import MAX_INDEX_BYTES, MAX_SHARDS, max_slices
 from ocf.format.reader import Reader
 from ocf.format.slicing import Box, chunks_touching, intersect
 from ocf.v1 import index_pb2
@@ -381,20 +381,23 @@ class MergedSize:
         self.rows: dict[str, int] = {}
         self.chunks = 0
 
-    def add(self, part: index_pb2.Index) -> None:
-        """Add the next part (parts in order)."""
+    def add(self, part: index_pb2.Index, weight: int = 1) -> None:
+        """Add the next part (parts in order); with ``weight`` > 1, as that many parts
+        like it (a sample standing for the parts up to the next one sampled: each
+        value counted ``weight`` times, the shard numbers rebased as the first's)."""
         base = len(self.merged.shards)
-        self.merged.shards.extend(part.shards)
+        for _ in range(weight):
+            self.merged.shards.extend(part.shards)
         blocks = part.blocks
-        self.chunks += len(blocks.chunk_crcs)
-        self.payload["chunk_crcs"] += 4 * len(blocks.chunk_crcs)
+        self.chunks += weight * len(blocks.chunk_crcs)
+        self.payload["chunk_crcs"] += weight * 4 * len(blocks.chunk_crcs)
         for name in _VARINT:
             values = np.array(getattr(blocks, name), np.uint64)
-            self.payload[name] += _varint_bytes(values + np.uint64(base) if name == "shards"
-                                                else values)
-        self._add_tensors(part.tensors)
+            self.payload[name] += weight * _varint_bytes(
+                values + np.uint64(base) if name == "shards" else values)
+        self._add_tensors(part.tensors, weight)
 
-    def _add_tensors(self, table: Any) -> None:
+    def _add_tensors(self, table: Any, weight: int) -> None:
         """The part's keys in the merged tensor table: new keys at the end, in order;
         the slice counts of a key already there add up."""
         merged = self.merged.tensors
@@ -404,14 +407,14 @@ class MergedSize:
             shape = [next(dims) for _ in range(rank)]
             row = self.rows.get(key)
             if row is not None:
-                merged.slice_counts[row] += count
+                merged.slice_counts[row] += weight * count
                 continue
             self.rows[key] = len(merged.keys)
             merged.keys.append(key)
             merged.dtypes.append(dtype)
             merged.ranks.append(rank)
             merged.dims.extend(shape)
-            merged.slice_counts.append(count)
+            merged.slice_counts.append(weight * count)
 
     def size(self) -> int:
         """Bytes of the merged index."""
@@ -595,6 +598,7 @@ class Result:
     part_bytes_sum: int | None = None
     build_s: float | None = None
     merged_bytes_exact: int | None = None  # MergedSize: what the merge makes, or would
+    sampled_parts: int | None = None  # sized from this many parts (else from all of them)
     merged_bytes: int | None = None  # what the merge wrote
     merge_s: float | None = None  # wall
     merge_cpu: float | None = None  # CPU seconds of the merging process
@@ -628,35 +632,78 @@ def _holders_of_kind(shape: tuple[int, ...], tp_dim: int | str | None, layout: s
     return sum(box_of(tensor, layout, ranks, r) is not None for r in range(ranks))
 
 
+def sampled_ranks(signatures: Sequence[Hashable], sample: int | None
+                  ) -> list[tuple[int, int]]:
+    """The ranks whose parts are simulated, each with the number of ranks it stands for.
+
+    ``signatures`` says, for each rank, what its part holds (see :func:`part_signature`);
+    parts of equal signatures differ only in their offsets and shard numbers. Without
+    ``sample``, or when it is not below the ranks, every rank, weight 1. Else about
+    ``sample`` ranks: each group of equal signatures gets a share in proportion to its
+    size, at least one, evenly spread over its ranks, each standing for itself and the
+    group's ranks up to the next one sampled.
+    """
+    ranks = len(signatures)
+    if sample is None or sample >= ranks:
+        return [(rank, 1) for rank in range(ranks)]
+    groups: dict[Hashable, list[int]] = {}
+    for rank, signature in enumerate(signatures):
+        groups.setdefault(signature, []).append(rank)
+    picks = []
+    for members in groups.values():
+        share = max(1, round(sample * len(members) / ranks))
+        at = sorted({round(k * len(members) / share) for k in range(share)})
+        picks += [(members[i], after - i) for i, after in zip(at, [*at[1:], len(members)])]
+    return sorted(picks)
+
+
+def part_signature(model: Model, layout: str, ranks: int, rank: int) -> tuple[Any, ...]:
+    """What ``rank``'s part holds, up to where: the extent of its box of each kind of
+    tensor (None for none)."""
+    return tuple(None if box is None else box[1] for box in
+                 (box_of(Tensor("", shape, FP32, tp), layout, ranks, rank)
+                  for shape, tp in _kinds(model)))
+
+
+@cache
+def _kinds(model: Model) -> tuple[tuple[tuple[int, ...], int | str | None], ...]:
+    return tuple(sorted({(t.shape, t.tp_dim) for t in state(model)}, key=repr))
+
+
 def build(model: Model, layout: str, ranks: int, options: SaveOptions,
-          directory: Path | None, result: Result) -> str:
-    """Simulate every part, size them and the merged index; with ``directory``, also
-    write them there. The save id."""
+          directory: Path | None, result: Result, sample: int | None = None) -> str:
+    """Simulate every part (or a sample of ``sample`` parts, sizing only), size them
+    and the merged index; with ``directory``, also write them there. The save id."""
     save_id = new_save_id()
     began = time.perf_counter()
     sizes, shards, merged = [], 0, MergedSize()
-    for rank in range(ranks):
+    signatures = [part_signature(model, layout, ranks, rank) for rank in range(ranks)]
+    picks = sampled_ranks(signatures, None if directory is not None else sample)
+    for rank, weight in picks:
         part = simulate_part(model, layout, ranks, rank, save_id, options)
         index = part.index()
-        merged.add(index)
-        sizes.append(write_part_files(directory, part) if directory is not None
-                     else len(index.SerializeToString(deterministic=True)))
-        shards += len(part.ends)
+        merged.add(index, weight)
+        size = (write_part_files(directory, part) if directory is not None
+                else len(index.SerializeToString(deterministic=True)))
+        sizes += [size] * weight
+        shards += weight * len(part.ends)
     result.build_s = time.perf_counter() - began
     result.shards, result.chunks = shards, merged.chunks
     result.part_bytes_min, result.part_bytes_max = min(sizes), max(sizes)
     result.part_bytes_sum = sum(sizes)
     result.merged_bytes_exact = merged.size()
+    result.sampled_parts = len(picks) if len(picks) < ranks else None
     return save_id
 
 
 def measure(model: Model, layout: str, ranks: int, options: SaveOptions, base: Path,
-            memory_limit: int, merge: bool) -> Result:
+            memory_limit: int, merge: bool, sample: int | None = None) -> Result:
     """Build a config's parts; with ``merge``, in a directory under ``base``, then
-    merge them, open and plan, and delete them."""
+    merge them, open and plan, and delete them; else size them (from ``sample`` parts
+    when given)."""
     result = count(model, layout, ranks, options)
     if not merge:
-        build(model, layout, ranks, options, None, result)
+        build(model, layout, ranks, options, None, result, sample)
         return result
     directory = Path(tempfile.mkdtemp(prefix=f"{model.name}-{layout}-{ranks}-", dir=base))
     try:
@@ -681,15 +728,22 @@ def measure(model: Model, layout: str, ranks: int, options: SaveOptions, base: P
 # -- report -------------------------------------------------------------------------------------
 
 
-def limits_hit(result: Result) -> list[str]:
-    """The limits of spec/format.md this config breaks."""
+# The limits of format 1.1, which format 1.2 raised (spec/format.md, Limits).
+LIMITS_1_1 = {"index_bytes": 256 * MiB, "slices": 4096}
+# Those of this version: every tensor of these models has rank 2 or less.
+LIMITS = {"index_bytes": MAX_INDEX_BYTES, "slices": max_slices(2)}
+
+
+def limits_hit(result: Result, limits: Mapping[str, int] = LIMITS) -> list[str]:
+    """The limits of spec/format.md this config breaks (by default those of this
+    version; LIMITS_1_1 for format 1.1)."""
     hit = []
-    if result.max_slices_per_tensor > MAX_SLICES_PER_TENSOR:
+    if result.max_slices_per_tensor > limits["slices"]:
         hit.append(f"R-SLICE-004 ({result.max_slices_per_tensor:,} slices > "
-                   f"{MAX_SLICES_PER_TENSOR})")
+                   f"{limits['slices']})")
     size = result.merged_bytes_exact
-    if size is not None and size > MAX_INDEX_BYTES:
-        hit.append(f"R-LIMIT-001 (index {size / MiB:.0f} MiB > 256)")
+    if size is not None and size > limits["index_bytes"]:
+        hit.append(f"R-LIMIT-001 (index {size / MiB:.0f} MiB > {limits['index_bytes'] // MiB})")
     if result.shards is not None and result.shards > MAX_SHARDS:
         hit.append(f"R-LIMIT-002 ({result.shards:,} shards > {MAX_SHARDS})")
     return hit
@@ -725,15 +779,18 @@ def table(results: Sequence[Result]) -> str:
     lines = ["| model | layout | ranks | slices | max slices/tensor | shards | chunks | "
              "part index MiB (min-max) | merged index MiB | merge CPU s (wall) | "
              "merge peak RSS MiB | open CPU s (wall) | plan CPU s (wall) | plan read/needed | "
-             "limit hit |",
-             "|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|"]
+             "limit hit (1.2) | format 1.1 limit hit |",
+             "|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|---|"]
     for r in results:
         parts = "-" if r.part_bytes_min is None else \
             f"{_mib(r.part_bytes_min)}-{_mib(r.part_bytes_max)}"
-        merged = _mib(r.merged_bytes_exact) + ("" if r.merged_bytes is not None else " (sized)")
+        merged = _mib(r.merged_bytes_exact) + (
+            "" if r.merged_bytes is not None else
+            f" (sampled, {r.sampled_parts:,} parts)" if r.sampled_parts else " (sized)")
         ratio = "-" if not r.plan or not r.plan["bytes_needed"] else \
             f"{r.plan['bytes_read'] / r.plan['bytes_needed']:.3f}"
         hit = "; ".join(limits_hit(r)) or "none"
+        hit_1_1 = "; ".join(limits_hit(r, LIMITS_1_1)) or "none"
         if r.error:
             hit += f"; merge: {r.error.split(':')[0]}"
         shards = "-" if r.shards is None else f"{r.shards:,}"
@@ -742,7 +799,7 @@ def table(results: Sequence[Result]) -> str:
                      f"{r.max_slices_per_tensor:,} | {shards} | {chunks} | {parts} | {merged} | "
                      f"{_cpu(r.merge_cpu, r.merge_s)} | {_mib(r.merge_rss)} | "
                      f"{_cpu(r.open_cpu, r.open_s)} | {_cpu(r.plan_cpu, r.plan_s)} | {ratio} | "
-                     f"{hit} |")
+                     f"{hit} | {hit_1_1} |")
     return "\n".join(lines)
 
 
@@ -824,6 +881,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--chunk-size", type=int, default=RESHARD_CHUNK_SIZE)
     parser.add_argument("--tile-bytes", type=int, default=RESHARD_TILE_BYTES,
                         help="0: no tiles (one slice per box)")
+    parser.add_argument("--sample-parts", type=int, default=None,
+                        help="size configs that are not merged from this many parts evenly "
+                        "spread over the ranks, each standing for the ranks up to the next "
+                        "(an estimate; default: every part, exact)")
     parser.add_argument("--dir", type=Path, default=None, help="where parts are built")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--markdown", type=Path, default=None)
@@ -864,7 +925,8 @@ def main(argv: Sequence[str] | None = None) -> list[Result]:
                 for ranks in (int(r) for r in args.ranks.split(",")):
                     slices = count(MODELS[name], layout, ranks, options).slices
                     result = measure(MODELS[name], layout, ranks, options, base,
-                                     args.memory_limit, slices <= args.max_slices)
+                                     args.memory_limit, slices <= args.max_slices,
+                                     args.sample_parts)
                     results.append(result)
                     print(f"{name} {layout} {ranks}: {json.dumps(asdict(result))}",
                           file=sys.stderr, flush=True)

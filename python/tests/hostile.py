@@ -29,7 +29,7 @@ import ocf
 from ocf.v1 import index_pb2, tensor_pb2
 
 # Limits of spec/format.md, "Limits".
-MAX_INDEX_BYTES = 256 << 20
+MAX_INDEX_BYTES = 1 << 30  # format 1.2
 ZSTD_RATIO = 32768  # raw bytes per stored byte of a zstd chunk [R-CHUNK-004]
 
 FILE_NAME = "ckpt.ocf"

@@ -136,3 +136,35 @@ def test_smallest_config_runs_end_to_end(tmp_path: Path) -> None:
         assert r["plan"]["bytes_read"] >= r["plan"]["bytes_needed"] > 0
     assert "| tiny | tp-fsdp | 8 |" in done.stdout
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("ocf-index-scale-")]
+
+
+def test_sampled_ranks_stand_for_every_rank_once(bench: ModuleType) -> None:
+    model = bench.MODELS["405b"]
+    signatures = [bench.part_signature(model, "fsdp", 8192, r) for r in range(8192)]
+    picks = bench.sampled_ranks(signatures, 256)
+    assert 256 <= len(picks) <= 260
+    assert sum(weight for _, weight in picks) == 8192
+    for signature in set(signatures):  # each group of equal parts is stood for in full
+        members = [r for r, s in enumerate(signatures) if s == signature]
+        assert sum(w for r, w in picks if signatures[r] == signature) == len(members)
+    # The embedding's 128,256 rows in chunks of 16 leave ranks 8,016 and up without a
+    # box of it: a group of its own, sampled.
+    assert any(start >= 8016 for start, _ in picks)
+    assert bench.sampled_ranks(signatures[:8], 64) == [(rank, 1) for rank in range(8)]
+
+
+@pytest.mark.parametrize("layout", ["fsdp", "tp-fsdp"])
+def test_merged_size_from_a_sample_of_parts_is_near_the_exact_size(
+        bench: ModuleType, layout: str) -> None:
+    # The estimate that sizes 405B on 8,192 ranks, against the exact size from every
+    # part, on a config small enough to size both ways (whose torch.chunk tail, ranks
+    # without a box of the small tensors, the sample has to catch).
+    model, options = bench.MODELS["tiny"], bench.SaveOptions()
+    exact, sampled = (bench.count(model, layout, 512, options) for _ in range(2))
+    bench.build(model, layout, 512, options, None, exact)
+    bench.build(model, layout, 512, options, None, sampled, sample=32)
+    assert exact.sampled_parts is None
+    assert 32 <= sampled.sampled_parts <= 40  # at least one per group of equal parts
+    assert sampled.merged_bytes_exact == pytest.approx(exact.merged_bytes_exact, rel=0.02)
+    assert sampled.chunks == pytest.approx(exact.chunks, rel=0.02)
+    assert sampled.shards == pytest.approx(exact.shards, rel=0.05)

@@ -167,7 +167,7 @@ def test_boxes_with_too_many_corners_are_swept_instead_and_still_judged_exactly(
 
 
 def test_the_worst_rows_over_columns_tiling_is_decided_by_its_corners() -> None:
-    # 4096 slices (the limit) of a (4096, 2048) matrix: the sweep would compare about
+    # 4096 slices (the limit of format 1.1) of a (4096, 2048) matrix: the sweep would compare about
     # 2 million pairs, the corners are 2 per box.
     h = 2048
     rows = [((i, 0), (1, h)) for i in range(h)]

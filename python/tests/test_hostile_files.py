@@ -251,7 +251,7 @@ def test_unknown_required_feature_is_reported_before_other_index_errors(tmp_path
 def test_index_length_above_the_limit_is_refused_before_anything_is_allocated(
     tmp_path: Path,
 ) -> None:
-    # A sparse file whose footer consistently places a 256 MiB + 1 byte index.
+    # A sparse file whose footer consistently places a 1 GiB + 1 byte index.
     path = tmp_path / FILE_NAME
     index_length = MAX_INDEX_BYTES + 1
     size = PREAMBLE_SIZE + index_length + FOOTER_SIZE

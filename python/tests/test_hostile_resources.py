@@ -69,9 +69,9 @@ def test_tensor_without_elements_over_the_dimension_limit_is_refused(
 
 
 def test_many_slices_allocate_memory_in_proportion_to_the_file(tmp_path: Path) -> None:
-    # 4096 one-element slices, the most a tensor may have [R-SLICE-004].
-    count = 4096
-    values = np.arange(count, dtype=np.uint8)
+    # 65536 one-element slices, the most a tensor of rank 1 may have [R-SLICE-004].
+    count = 65536
+    values = (np.arange(count) % 256).astype(np.uint8)
     data = b"".join(pad64(bytes([v])) for v in values.tolist())
     index = make_index([TensorSpec("t", tensor_pb2.DTYPE_UINT8, (count,), slices=tuple(
         ((k,), (1,), plain_block(bytes([values[k]]), 64 + 64 * k)) for k in range(count)))])

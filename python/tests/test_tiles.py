@@ -195,7 +195,7 @@ def test_untiled_row_saved_tensor_reads_every_chunk_for_a_column_band(tmp_path: 
 
 def test_a_region_of_a_tensor_in_thousands_of_tiles_reads_only_the_tiles_it_meets(
         tmp_path: Path) -> None:
-    # 4096 slices, the most a tensor may have [R-SLICE-004]: a small region reads
+    # 4096 slices (the most a tensor could have before format 1.2): a small region reads
     # the 4 tiles it meets and nothing else. How fast the tiles are found is for
     # the benchmarks (python/benchmarks/bench_distributed.py), never a timed test.
     full = np.arange(512 * 512, dtype=np.int32).reshape(512, 512)

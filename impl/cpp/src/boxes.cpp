@@ -149,7 +149,7 @@ int CornersCancel(const Boxes& boxes, const uint64_t* shape) {
     for (size_t j = 0; j < s; ++j) {
       if (hi[b * s + j] < shape[split[j]]) kept[b].push_back(j);
     }
-    corners += uint64_t(1) << kept[b].size();  // at most 4096 * 2^32
+    corners += uint64_t(1) << kept[b].size();  // at most 4096 * 2^32 (65536 * 2^4 up to rank 4)
   }
   if (corners > kCornersPerBox * boxes.count) return -1;
   // Every corner's point (s values) and sign; the shape's origin, negated, last.

@@ -148,7 +148,7 @@ uint64_t ReadIndex(const File& file, v1::Index* index, MapEntryFaults* faults) {
   if (index_length > kMaxIndexLength) {
     Fail(Category::kLimitExceeded, "R-LIMIT-001",
          file.name() + ": index_length " + std::to_string(index_length) +
-             " exceeds 268435456");
+             " exceeds " + std::to_string(kMaxIndexLength));
   }
   // index_length is small now, so the sum cannot wrap; index_offset can be
   // anything, hence the comparison as a difference.

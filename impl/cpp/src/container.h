@@ -10,8 +10,9 @@
 
 namespace ocf {
 
-// The largest index an index file may hold: 256 MiB [R-LIMIT-001].
-constexpr uint64_t kMaxIndexLength = 268435456;
+// The largest index an index file may hold: 1 GiB since format 1.2
+// [R-LIMIT-001].
+constexpr uint64_t kMaxIndexLength = 1073741824;
 
 // Parses the index of `file` into `index` and returns `index_offset`, the
 // end of the index file's data region.

@@ -20,7 +20,6 @@ constexpr uint64_t kMaxTensors = uint64_t(1) << 24;
 constexpr uint64_t kMaxKeyBytes = 4096;
 constexpr uint32_t kMaxRank = 32;
 constexpr u128 kMaxElements = u128(1) << 58;
-constexpr uint32_t kMaxSlices = 4096;
 constexpr uint64_t kMaxChunks = uint64_t(1) << 24;
 constexpr int kMaxMetadataLevel = 32;
 
@@ -167,9 +166,10 @@ void CheckTensorColumns(const v1::Index& index) {
     dim_at += table.ranks(i);
   }
   for (uint64_t i = 0; i < n; ++i) {                                       // T10
-    if (table.slice_counts(i) > kMaxSlices) {
+    if (table.slice_counts(i) > MaxSlices(table.ranks(i))) {
       Fail(Category::kLimitExceeded, "R-SLICE-004",
-           Tensor(index, i) + " has " + std::to_string(table.slice_counts(i)) + " slices, over 4096");
+           Tensor(index, i) + " has " + std::to_string(table.slice_counts(i)) + " slices, over " +
+               std::to_string(MaxSlices(table.ranks(i))) + " at rank " + std::to_string(table.ranks(i)));
     }
   }
 }
@@ -442,6 +442,8 @@ void CheckValueDepth(const v1::Value& value, int level, const std::string& where
 }
 
 }  // namespace
+
+uint64_t MaxSlices(uint64_t rank) { return rank <= 4 ? 65536 : 4096; }
 
 void CheckMetadataDepth(const google::protobuf::Map<std::string, v1::Value>& metadata,
                         const std::string& where) {

@@ -33,6 +33,11 @@ void CheckIndexContent(const v1::Index& index, uint64_t index_offset,
 std::vector<File> OpenShardFiles(const v1::Index& index, const std::string& directory,
                                  const std::string& index_name);
 
+// The most slices a tensor of `rank` may be stored in [R-SLICE-004]: 65536
+// up to rank 4, whose boxes the tiling check decides in O(r k log k) by
+// their corners (boxes.cpp); 4096 above, where it may compare pairs.
+uint64_t MaxSlices(uint64_t rank);
+
 // [R-META-002]: LIMIT_EXCEEDED when a value of `metadata` (whose values are
 // at level 0) lies above level 32. `where` names the map in messages.
 void CheckMetadataDepth(const google::protobuf::Map<std::string, v1::Value>& metadata,

@@ -18,7 +18,6 @@ namespace ocf {
 namespace {
 
 using u128 = unsigned __int128;
-constexpr uint64_t kMaxSlices = 4096;
 constexpr int64_t kMaxParts = 65536;
 
 struct Part {
@@ -110,7 +109,7 @@ void CheckKeyAgreement(const std::vector<Part>& parts, const std::string& key, c
   }
 }
 
-// M5 for one key stored in slices: at most 4096 slices in all parts, boxes
+// M5 for one key stored in slices: at most MaxSlices(rank) in all parts, boxes
 // pairwise disjoint, and together tiling the shape.
 void CheckKeyTiling(const std::vector<Part>& parts, const std::string& key, const std::vector<Holder>& holders) {
   const Holder& first = holders[0];
@@ -121,7 +120,7 @@ void CheckKeyTiling(const std::vector<Part>& parts, const std::string& key, cons
     const TensorLayout& tensor = parts[holder.part].tensors[holder.tensor];
     for (uint64_t s = 0; s < tensor.block_count; ++s) slices.emplace_back(holder.part, tensor.first_block + s);
   }
-  if (slices.size() > kMaxSlices) {
+  if (slices.size() > MaxSlices(shape_of_first.shape.size())) {
     Fail(Category::kLimitExceeded, "R-SLICE-004", "'" + key + "' has " + std::to_string(slices.size()) + " slices in all parts");
   }
   const size_t rank = shape_of_first.shape.size();
@@ -205,7 +204,8 @@ v1::Index MergedIndex(const std::vector<Part>& parts, const std::vector<std::str
 // the object graph's checks.
 void CheckMergedIndex(const std::string& bytes) {
   if (bytes.size() > kMaxIndexLength) {
-    Fail(Category::kLimitExceeded, "R-LIMIT-001", "the merged index would exceed 268435456 bytes");
+    Fail(Category::kLimitExceeded, "R-LIMIT-001",
+         "the merged index would exceed " + std::to_string(kMaxIndexLength) + " bytes");
   }
   v1::Index reparsed;
   if (!reparsed.ParseFromString(bytes)) {

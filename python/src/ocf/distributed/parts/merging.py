@@ -28,7 +28,7 @@ from ocf.format.errors import InvalidError, LimitExceededError, NotFoundError
 from ocf.format.index import canonical
 from ocf.format.index.decoding import PART_FEATURE, Index, decode_index
 from ocf.format.index.encoding import extend_fully
-from ocf.format.limits import MAX_INDEX_BYTES, MAX_SLICES_PER_TENSOR
+from ocf.format.limits import MAX_INDEX_BYTES, max_slices
 from ocf.format.object_graph import decode_graph
 from ocf.format.slicing import arrays_disjoint, arrays_tile
 from ocf.format.storage.backend import backend_of
@@ -220,16 +220,17 @@ def _check_slices(tensor: _Tensor, parts: list[_Part], tables: list[PartTables],
     """The slices of all parts are few enough, disjoint, and tile the shape (M5): one
     check over the boxes of every part at once."""
     numbers = sorted({parts[n].number for n, _ in tensor.holders})
+    n0, r0 = tensor.holders[0]
+    shape = tables[n0].shapes[r0]
     count = sum(tables[n].slice_counts[row] for n, row in tensor.holders)
-    if count > MAX_SLICES_PER_TENSOR:
+    limit = max_slices(len(shape))
+    if count > limit:
         raise LimitExceededError(f"parts {numbers} hold {count} slices, above the "
-                                 f"limit of {MAX_SLICES_PER_TENSOR}", path=directory,
+                                 f"limit of {limit}", path=directory,
                                  key=tensor.key, requirement="R-SLICE-004")
     boxes = [tables[n].boxes(row) for n, row in tensor.holders]
     lo = np.concatenate([start for start, _ in boxes])
     extent = np.concatenate([extent for _, extent in boxes])
-    n0, r0 = tensor.holders[0]
-    shape = tables[n0].shapes[r0]
     # Every box lies inside the shape (M2): disjoint boxes tile it when their volumes
     # add up to its volume, and boxes that add up to it but do not tile it overlap.
     covered = sum(extent.prod(axis=1).tolist())

@@ -31,7 +31,7 @@ from ocf.format.limits import (
     MAX_FILE_OFFSET,
     MAX_KEY_BYTES,
     MAX_RANK,
-    MAX_SLICES_PER_TENSOR,
+    MAX_SLICES_BY_RANK,
     MAX_TENSORS,
     MIN_CHUNK_SIZE,
     nonzero_product,
@@ -225,9 +225,9 @@ class Tables(Mapping[str, TensorInfo]):
 
     def _check_block_columns(self, b: tensor_pb2.BlockTable) -> None:
         counts = self._slice_counts
-        self._fail_first(counts > MAX_SLICES_PER_TENSOR, LimitExceededError,
-                         f"more than {MAX_SLICES_PER_TENSOR} slices", "R-SLICE-004",
-                         by_block=False)
+        over = counts > np.array(MAX_SLICES_BY_RANK)[self._ranks]  # ranks <= 32 by now
+        self._fail_first(over, LimitExceededError, f"more than {MAX_SLICES_BY_RANK[0]} slices "
+                         f"({MAX_SLICES_BY_RANK[-1]} above rank 4)", "R-SLICE-004", by_block=False)
         per_tensor = np.maximum(counts, 1)
         self._first_block = np.cumsum(per_tensor) - per_tensor
         self._block_tensor = np.repeat(np.arange(len(self._keys)), per_tensor)
