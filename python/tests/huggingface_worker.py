@@ -76,7 +76,7 @@ def run_accelerate(workdir: Path, kill_step: int, resume: str | None) -> None:
         for x, y in loader:
             if step == kill_step:
                 wait_to_be_killed()
-            with accelerator.accumulate(model):  # counts accelerator.step
+            with accelerator.accumulate(model):
                 loss = torch.nn.functional.mse_loss(model(x), y)
                 accelerator.backward(loss)
                 optimizer.step()
