@@ -4,7 +4,8 @@
 #   - from apt: protoc, the protobuf C++ library and headers, libzstd, the
 #     protobuf Java jar, a JDK (only when javac is missing), g++ and make,
 #     node and npm (only when missing), strace (the crash tests that kill a
-#     writer between two system calls follow it);
+#     writer between two system calls follow it), Chromium and its driver
+#     (the test of `ocf report` opens the page in headless Chromium);
 #   - from npm: buf and protoc-gen-es with its runtime, at the versions
 #     pinned by native/package-lock.json, into native/node_modules (ignored
 #     by git).
@@ -31,6 +32,8 @@ need_command make make
 need_command node nodejs
 need_command npm npm
 need_command strace strace
+need_command chromium chromium
+need_command chromedriver chromium-driver
 
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "setup_native: installing ${missing[*]}"

@@ -76,11 +76,12 @@ def run_accelerate(workdir: Path, kill_step: int, resume: str | None) -> None:
         for x, y in loader:
             if step == kill_step:
                 wait_to_be_killed()
-            loss = torch.nn.functional.mse_loss(model(x), y)
-            accelerator.backward(loss)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad()
+            with accelerator.accumulate(model):
+                loss = torch.nn.functional.mse_loss(model(x), y)
+                accelerator.backward(loss)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
             step += 1
         save_state(accelerator, workdir / f"epoch-{epoch}")
     save_state(accelerator, workdir / "final")

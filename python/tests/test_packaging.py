@@ -7,8 +7,10 @@ the path) where the ``ocf`` command inspects, verifies and is CONFORMANT.
 from __future__ import annotations
 
 import email
+import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -87,7 +89,7 @@ def test_the_wheel_and_the_sdist_ship_every_conformance_case(dist: dict[str, Pat
 
 
 def test_the_installed_wheel_inspects_verifies_and_runs_the_conformance_suite(
-        installed: Path, tmp_path: Path) -> None:
+        dist: dict[str, Path], installed: Path, tmp_path: Path) -> None:
     python, ocf = installed / "bin" / "python", installed / "bin" / "ocf"
 
     def in_venv(*command: str | Path) -> str:
@@ -95,10 +97,12 @@ def test_the_installed_wheel_inspects_verifies_and_runs_the_conformance_suite(
 
     where = in_venv(python, "-c", "import ocf; print(ocf.__file__)")
     assert Path(where.strip()).is_relative_to(installed), where  # not the source tree
-    assert in_venv(ocf, "--version") == f"ocf {metadata.version('ocf')}\n"
+    version = wheel_metadata(dist["wheel"])["Version"]
+    assert in_venv(ocf, "--version") == f"ocf {version}\n"
     in_venv(python, "-c", "import numpy as np, ocf\n"
                           "ocf.save_file({'w': np.arange(6.0).reshape(2, 3)}, 'w.ocf')")
     listing = in_venv(ocf, "inspect", "w.ocf")
+    assert f"written by ocf-python {version}," in listing, listing
     assert re.search(r"^w\s+float64\s+\[2, 3\]", listing, re.M), listing
     assert in_venv(ocf, "verify", "w.ocf").startswith("OK: ")
     suite = in_venv(ocf, "conformance")
@@ -113,11 +117,16 @@ def test_conformance_without_its_cases_says_where_to_get_them(tmp_path: Path) ->
     assert "conformance/cases of the OCF repository" in done.stderr
 
 
-def extra_requirements(wheel: Path, extra: str) -> list[Requirement]:
-    """The requirements the wheel's metadata lists for ``extra``."""
+def wheel_metadata(wheel: Path) -> email.message.Message:
+    """The wheel's METADATA (name, version, requirements)."""
     with zipfile.ZipFile(wheel) as archive:
         (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
-        message = email.message_from_bytes(archive.read(name))
+        return email.message_from_bytes(archive.read(name))
+
+
+def extra_requirements(wheel: Path, extra: str) -> list[Requirement]:
+    """The requirements the wheel's metadata lists for ``extra``."""
+    message = wheel_metadata(wheel)
     requirements = [Requirement(r) for r in message.get_all("Requires-Dist") or []]
     return [r for r in requirements if r.marker is not None
             and r.marker.evaluate({"extra": extra})]
@@ -134,3 +143,80 @@ def test_a_framework_extra_is_satisfied_by_the_framework_already_installed(
         installed = metadata.version(requirement.name)  # "2.13.0+cpu" for this machine's torch
         assert requirement.specifier.contains(installed, prereleases=True), \
             f"ocf[{extra}] requires {requirement}; the installed {installed} would be replaced"
+
+
+# -- one version everywhere, and the README's install lines ------------------------
+
+def newest_release(changelog: str) -> str:
+    """The version of the first release heading (``## 0.2.0 — date``) of CHANGELOG.md."""
+    found = re.search(r"^## (\d+\.\d+\.\d+)\b", changelog, re.M)
+    assert found is not None, "CHANGELOG.md names no release"
+    return found.group(1)
+
+
+def test_the_wheel_the_package_and_the_changelog_carry_one_version(
+        dist: dict[str, Path], tmp_path: Path) -> None:
+    """``ocf --version``, the writer stamp of files and the wheel's metadata read
+    ocf/_version.py; CHANGELOG.md's newest release is that version. (The installed
+    wheel's own ``--version`` and stamp are pinned in the test above.)"""
+    version = wheel_metadata(dist["wheel"])["Version"]
+    source = (PYTHON_DIR / "src" / "ocf" / "_version.py").read_text()
+    assert f'__version__ = "{version}"' in source
+    changelog = (PYTHON_DIR.parent / "CHANGELOG.md").read_text()
+    assert newest_release(changelog) == version
+    assert run([sys.executable, "-m", "ocf", "--version"]).stdout == f"ocf {version}\n"
+    import numpy as np
+
+    import ocf
+    ocf.save_file({"w": np.zeros(2)}, tmp_path / "w.ocf")
+    with ocf.open(tmp_path / "w.ocf") as reader:
+        assert reader.index.writer == f"ocf-python {version}"
+
+
+def readme_install_lines() -> list[list[str]]:
+    """The commands of README.md's install block, comments dropped, split as a shell would."""
+    readme = (PYTHON_DIR.parent / "README.md").read_text()
+    block = re.search(r"<!-- install lines[^>]*-->\n```sh\n(.*?)```", readme, re.S)
+    assert block is not None, "README.md has no install block"
+    return [shlex.split(line, comments=True) for line in block.group(1).splitlines()
+            if line.strip()]
+
+
+def test_the_readme_install_lines_resolve_in_a_new_virtualenv_without_cuda(
+        dist: dict[str, Path], tmp_path: Path) -> None:
+    """pip resolves every line of the README's install block together in a new virtualenv
+    (``--dry-run``: nothing is installed) to the CPU build of torch and no CUDA package.
+
+    PyTorch's CPU index is not reachable from the test; the torch line's stand-in is the
+    file that index serves, the CPU wheel of the torch the test set-up installed."""
+    lines = readme_install_lines()
+    assert all(line[:2] == ["pip", "install"] for line in lines), lines
+    (torch_line,) = [line for line in lines if "--index-url" in line]
+    assert torch_line == ["pip", "install", "torch", "--index-url",
+                          "https://download.pytorch.org/whl/cpu"]
+    torch_version = metadata.version("torch")
+    assert torch_version.endswith("+cpu"), torch_version
+    run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", tmp_path,
+         f"torch=={torch_version}"])
+    (torch_wheel,) = tmp_path.glob("torch-*.whl")
+    requirements: list[str] = [str(torch_wheel)]
+    for line in lines:
+        if line is torch_line:
+            continue
+        for argument in line[2:]:
+            assert argument.startswith("./python"), line
+            extra = argument.removeprefix("./python")
+            if extra:
+                assert extra_requirements(dist["wheel"], extra.strip("[]")), argument
+            requirements.append(f"{dist['wheel']}{extra}")
+    venv = tmp_path / "venv"
+    run([sys.executable, "-m", "venv", venv], source_tree=False)
+    report = tmp_path / "report.json"
+    run([venv / "bin" / "python", "-m", "pip", "install", "--quiet", "--dry-run",
+         "--disable-pip-version-check", "--report", report, *requirements], source_tree=False)
+    chosen = {item["metadata"]["name"].lower(): item["metadata"]["version"]
+              for item in json.loads(report.read_text())["install"]}
+    assert chosen["torch"] == torch_version
+    assert {"ocf", "lightning", "transformers", "accelerate", "jax", "keras"} <= set(chosen)
+    cuda = sorted(name for name in chosen if name.startswith(("nvidia-", "cuda", "triton")))
+    assert not cuda, f"the install lines pull CUDA packages: {cuda}"

@@ -12,10 +12,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from trainer_support import assert_same  # noqa: E402
+
 import ocf  # noqa: E402
 from ocf.torch.random_states import global_random_states, set_global_random_states  # noqa: E402
 from ocf.torch.state_trees import STRUCTURE_KEY, load_tree, save_tree  # noqa: E402
-from trainer_support import assert_same  # noqa: E402
 
 
 def test_a_training_state_comes_back_with_its_types_and_bytes(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ prefixes as a format that restoring and loading by name read.
 Examples:
     >>> import ocf
     >>> ocf.__version__
-    '0.1.0'
+    '0.2.0'
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ from ocf.cli.diff_command import diff
 from ocf.cli.inspect_command import inspect
 from ocf.cli.jsonout import emit, error_document
 from ocf.cli.launch import version_line
+from ocf.cli.report_command import report
 from ocf.cli.tree import tree
 from ocf.cli.verify_command import verify
 from ocf.format.errors import OCFError
@@ -96,6 +97,14 @@ def _parser() -> argparse.ArgumentParser:
                    help="absolute tolerance (default 0: exact)")
     _json_option(p)
     p.set_defaults(run=diff, error_status=DIFF_ERROR)
+    p = commands.add_parser("report", help="an HTML page of charts: sizes, values, norms")
+    p.add_argument("path", help=PATH_HELP)
+    p.add_argument("-o", "--output", required=True, help="the HTML file to write")
+    p.add_argument("--histograms", type=int, default=8, metavar="N",
+                   help="value histograms of the N largest tensors (default 8)")
+    p.add_argument("--tensors", type=int, default=8, metavar="N",
+                   help="for a managed directory: norms of the N largest tensors (default 8)")
+    p.set_defaults(run=report)
     p = commands.add_parser("convert", help="convert to or from safetensors, npz and others")
     p.add_argument("src", help="the checkpoint to read; its format is detected")
     p.add_argument("dst", help="where to write; the format follows --to, else the suffix, "
