@@ -5,10 +5,10 @@
     ocf verify PATH [--json]
     ocf diff A B [--rtol R] [--atol A] [--json]
     ocf convert SRC DST [--to FORMAT] [--from FORMAT] [--layout L] [--compression C]
-                [--chunk-size N]   (see ocf.formats.registry)
+                [--chunk-size N]   (see ocf.formats.converting)
     ocf conformance [--impl COMMAND] [...]   (see ocf.conformance.harness)
 
-Every command reads every format OCF reads (ocf.objects.sources): OCF files
+Every command reads every format OCF reads (ocf.formats.registry): OCF files
 and directories, managed directories (their latest checkpoint), TensorFlow
 prefixes and checkpoint directories, safetensors files, npz archives.
 ``--json`` output is described by the JSON Schemas in ocf/cli/schemas/.
@@ -27,7 +27,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ocf import tensorflow as _tensorflow  # noqa: F401
 from ocf.cli.convert_command import convert
 from ocf.cli.diff_command import ERROR as DIFF_ERROR
 from ocf.cli.diff_command import diff
@@ -37,10 +36,6 @@ from ocf.cli.launch import version_line
 from ocf.cli.tree import tree
 from ocf.cli.verify_command import verify
 from ocf.format.errors import OCFError
-
-# Every command reads every format OCF reads: these register as checkpoint sources.
-from ocf.formats import npz_source as _npz_source  # noqa: F401
-from ocf.formats import safetensors_source as _safetensors_source  # noqa: F401
 from ocf.formats.registry import names as format_names
 
 PATH_HELP = ("a checkpoint: OCF file or directory, managed directory, TensorFlow prefix or "

@@ -14,9 +14,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ocf.cli.textformat import format_size, format_table
 from ocf.format.container import INDEX_FILE_NAME
 from ocf.format.errors import NotFoundError
+from ocf.formats.text import format_size, format_table
 from ocf.objects.state_file import STATE_FILE_NAME, latest_checkpoint, read_state
 
 

@@ -79,6 +79,15 @@ _BY_NUMPY: dict[np.dtype[np.generic], Dtype] = {
 BYTES = BY_NAME["bytes"]
 
 
+def foreign(name: str, numpy: np.dtype[np.generic] | None) -> Dtype:
+    """A dtype another format has and OCF lacks (TensorFlow's qint8, int4, ...): its
+    name there and the NumPy dtype its values are read as (None: not readable as an
+    array); its code is DTYPE_UNSPECIFIED, as no OCF checkpoint stores it."""
+    if numpy is None:
+        return Dtype(tensor_pb2.DTYPE_UNSPECIFIED, name, None, 0)
+    return Dtype(tensor_pb2.DTYPE_UNSPECIFIED, name, numpy.type, numpy.itemsize)
+
+
 def from_code(code: int) -> Dtype | None:
     """The table row of a stored dtype value, or None when it is not defined."""
     return BY_CODE.get(code)

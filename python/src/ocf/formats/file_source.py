@@ -8,62 +8,43 @@ object graph, and nothing is mapped: every tensor is read into a new array,
 so reading one is also how it is verified (what the format can check is
 checked while reading). A format says how its table is read
 (:meth:`FileSource._read_entries`) and how a tensor is described and read;
-the rest of :class:`ocf.objects.sources.Source` is here.
+the rest of :class:`ocf.format.source.Source` is here.
 """
 
 from __future__ import annotations
 
 import os
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Iterator, Mapping
-from typing import Any, Generic, TypeVar
-
-import numpy as np
+from typing import Generic, TypeVar
 
 from ocf.format.errors import NotFoundError
 from ocf.format.metadata import MetadataValue
-from ocf.format.object_graph import ObjectGraph
+from ocf.format.source import Source, TensorSummary
 from ocf.formats.output import open_source
-from ocf.objects.pieces import Piece
-from ocf.objects.sources import TensorSummary
 
 EntryT = TypeVar("EntryT")
-SourceT = TypeVar("SourceT", bound="FileSource[Any]")
 
 
-class FileSource(ABC, Generic[EntryT]):
-    """A foreign checkpoint held in one file, as an :class:`ocf.objects.sources.Source`;
+class FileSource(Source[TensorSummary], Generic[EntryT]):
+    """A foreign checkpoint held in one file, as an :class:`ocf.format.source.Source`;
     ``EntryT`` is the format's record of one tensor."""
-
-    format_name: str
 
     def __init__(self, path: str | os.PathLike[str], *, verify: bool = True) -> None:
         # Nothing to switch off: what the format can check is checked as it is read.
         del verify
-        self._path = os.fspath(path)
-        self.file = open_source(self._path)
+        self.path: str = os.fspath(path)
+        self.file = open_source(self.path)
+        self._views: dict[str, TensorSummary] = {}
         try:
             self._entries = dict(self._read_entries())
         except BaseException:
             self.file.close()
             raise
 
-    @classmethod
-    def opened(cls: type[SourceT], path: str, verify: bool) -> SourceT:
-        """The file at ``path`` open as this source: a ForeignFormat's ``open``."""
-        return cls(path, verify=verify)
-
     @abstractmethod
     def _read_entries(self) -> Mapping[str, EntryT]:
         """Read and check the table of tensors of :attr:`file`: each key's entry, in order."""
-
-    @property
-    def path(self) -> str:
-        return self._path
-
-    @property
-    def object_graph(self) -> ObjectGraph | None:
-        return None
 
     @property
     @abstractmethod
@@ -73,45 +54,37 @@ class FileSource(ABC, Generic[EntryT]):
     @abstractmethod
     def identity(self) -> tuple[int, int]: ...
 
-    def keys(self) -> list[str]:
-        return list(self._entries)
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
     def __contains__(self, key: object) -> bool:
         return key in self._entries
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._entries)
+    def __getitem__(self, key: str) -> TensorSummary:
+        found = self._views.get(key)
+        if found is None:
+            found = self._views[key] = self._view(key)
+        return found
+
+    @abstractmethod
+    def _view(self, key: str) -> TensorSummary:
+        """The key, OCF dtype and shape of tensor ``key``; NotFoundError if there is none."""
 
     def entry(self, key: str) -> EntryT:
         """The format's record of tensor ``key``; NotFoundError if there is none."""
         found = self._entries.get(key)
         if found is None:
-            raise NotFoundError("no tensor with this key", path=self._path, key=key)
+            raise NotFoundError("no tensor with this key", path=self.path, key=key)
         return found
 
-    @abstractmethod
-    def summary(self, key: str) -> TensorSummary: ...
-
-    @abstractmethod
-    def read_tensor(self, key: str) -> np.ndarray: ...
-
-    @abstractmethod
-    def read_piece(self, key: str, piece: Piece) -> np.ndarray: ...
-
-    def get_tensor(self, key: str) -> np.ndarray:
-        return self.read_tensor(key)  # read, never mapped
-
-    def verify_tensor(self, key: str) -> None:
-        self.read_tensor(key)  # reading checks what the format can check
+    # get_tensor and verify_tensor read the tensor (Source's defaults): nothing is
+    # mapped, and reading checks what the format can check.
 
     def close(self) -> None:
         self.file.close()
-
-    def __enter__(self: SourceT) -> SourceT:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def has_suffix(path: str, suffix: str) -> bool:

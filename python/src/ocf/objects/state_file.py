@@ -28,7 +28,7 @@ from ocf.format.errors import (
 from ocf.format.reader import Reader
 from ocf.format.storage.backend import backend_of
 from ocf.format.storage.location import StorageOptions, join_path, locate, url_scheme
-from ocf.objects.sources import foreign_latest
+from ocf.formats.registry import latest_in
 
 STATE_FILE_NAME = "checkpoint.json"
 STATE_FORMAT = "ocf-checkpoint-state"
@@ -232,6 +232,6 @@ def latest_checkpoint(directory: StrPath, storage_options: StorageOptions | None
     directory = os.fspath(directory)
     state = read_state(directory, storage_options)
     if state is None and url_scheme(directory) is None:
-        return foreign_latest(directory)
+        return latest_in(directory)
     name = None if state is None else first_intact(directory, state, storage_options)
     return None if name is None else join_path(directory, name)

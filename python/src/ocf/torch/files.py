@@ -21,7 +21,7 @@ from ocf.format.flat import Converted, write_arrays
 from ocf.format.reader import Reader
 from ocf.format.storage.backend import Layout
 from ocf.format.storage.location import StorageOptions
-from ocf.objects.sources import foreign_format
+from ocf.formats.registry import is_ocf
 from ocf.torch._framework import torch
 from ocf.torch.mapped import MappedTensors
 from ocf.torch.tensors import from_numpy, is_uninitialized, to_numpy
@@ -89,7 +89,7 @@ def load_file(path: str | os.PathLike[str], keys: Iterable[str] | None = None, *
         >>> state_dict = ocf.torch.load_file("weights.ocf")  # zero-copy CPU tensors
         >>> on_gpu = ocf.torch.load_file("weights.ocf", device="cuda:0")
     """
-    if foreign_format(path) is not None:  # TensorFlow, safetensors, npz: read, not mapped
+    if not is_ocf(path):  # TensorFlow, safetensors, npz: read, not mapped
         arrays = ocf_numpy.load_file(path, keys, verify=verify)
         loaded = {key: place(from_numpy(array, key), key, device)
                   for key, array in arrays.items()}

@@ -1,0 +1,65 @@
+"""safetensors files: read as a Source (:mod:`.source`), converted to OCF and back
+(:mod:`.convert`), without the safetensors package."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ocf.format.source import AnySource
+from ocf.format.storage.location import StorageOptions
+from ocf.formats.base import Format
+from ocf.formats.file_source import has_suffix
+from ocf.formats.safetensors import convert
+from ocf.formats.safetensors.source import SafetensorsSource
+from ocf.formats.text import format_size, format_table
+
+
+class SafetensorsFormat(Format):
+    """One ``.safetensors`` file: a JSON header, then the tensors' bytes."""
+
+    name = "safetensors"
+    title = "safetensors"
+    suffixes = (".safetensors",)
+    checks = "none: safetensors has no checksums"
+
+    def detect(self, path: str) -> bool:
+        return has_suffix(path, ".safetensors")
+
+    def open(self, path: str | os.PathLike[str], *, verify: bool = True,
+             storage_options: StorageOptions | None = None) -> SafetensorsSource:
+        del storage_options  # a local file
+        return SafetensorsSource(path, verify=verify)
+
+    def to_ocf(self, src: str, dst: str, **options: Any) -> None:
+        convert.to_ocf(src, dst, **options)
+
+    def from_ocf(self, src: str, dst: str) -> None:
+        convert.from_ocf(src, dst)
+
+    def storage(self, source: AnySource, key: str) -> tuple[int | None, str | None]:
+        entry = _opened(source).entry(key)
+        return entry.end - entry.begin, None
+
+    def checked_bytes(self, source: AnySource, values: int) -> int:
+        return _opened(source).size
+
+    def overview(self, source: AnySource) -> list[str]:
+        opened = _opened(source)
+        header = opened.header
+        lines = [f"checkpoint: {opened.path}",
+                 f"safetensors file, {len(header.entries)} tensors, {format_size(opened.size)} "
+                 "(no checksums: bit flips in tensor data go unnoticed)"]
+        lines += [f"metadata {key} = {value!r}" for key, value in (header.metadata or {}).items()]
+        rows = [("KEY", "DTYPE", "SHAPE", "STORED")]
+        rows += [(e.name, e.dtype.name, str(list(e.shape)), format_size(e.end - e.begin))
+                 for e in header.entries]
+        return [*lines, format_table(rows)]
+
+
+def _opened(source: AnySource) -> SafetensorsSource:
+    assert isinstance(source, SafetensorsSource), "a safetensors file opens as SafetensorsSource"
+    return source
+
+
+SAFETENSORS = SafetensorsFormat()
