@@ -19,9 +19,9 @@ from ocf.format.async_save import SaveHandle
 from ocf.format.errors import InvalidError, NotFoundError
 from ocf.format.flat import Converted, write_arrays
 from ocf.format.reader import Reader
+from ocf.format.source import AnySource
 from ocf.format.storage.backend import Layout
 from ocf.format.storage.location import StorageOptions
-from ocf.format.source import AnySource
 from ocf.formats.registry import is_ocf, open_checkpoint
 from ocf.torch._framework import torch
 from ocf.torch.mapped import MappedTensors
