@@ -56,7 +56,7 @@ _PUBLIC_MODULES = {
     "TFEntry": "ocf.formats.tensorflow.entries",
     "TFSource": "ocf.formats.tensorflow.source",
     "data_filename": "ocf.formats.tensorflow.bundle_reader",
-    "is_tensorflow_checkpoint": "ocf.formats.tensorflow",
+    "is_tensorflow_checkpoint": "ocf.formats.tensorflow.bundle_reader",
     "is_tf_checkpoint": "ocf.formats.tensorflow.bundle_reader",
     "read_checkpoint_state": "ocf.formats.tensorflow.state",
     "write_checkpoint_state": "ocf.formats.tensorflow.state",
@@ -77,8 +77,14 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ loads these
-    from ocf.formats.tensorflow import is_tensorflow_checkpoint
-    from ocf.formats.tensorflow.bundle_reader import BundleReader, data_filename, is_tf_checkpoint
+    from ocf.formats.tensorflow.bundle_reader import (
+        BundleReader,
+        data_filename,
+        is_tensorflow_checkpoint,
+    )
+    from ocf.formats.tensorflow.bundle_reader import (
+        is_tensorflow_checkpoint as is_tf_checkpoint,
+    )
     from ocf.formats.tensorflow.bundle_writer import BundleWriter
     from ocf.formats.tensorflow.entries import BundleHeader, TFEntry
     from ocf.formats.tensorflow.source import TFSource
@@ -89,7 +95,9 @@ def __getattr__(name: str) -> object:
     module_name = _PUBLIC_MODULES.get(name)
     if module_name is None:
         raise AttributeError(f"module 'ocf.tensorflow' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module_name), name)
+    # is_tf_checkpoint: the name is_tensorflow_checkpoint had before 0.2.0, kept working.
+    defined = "is_tensorflow_checkpoint" if name == "is_tf_checkpoint" else name
+    value = getattr(importlib.import_module(module_name), defined)
     globals()[name] = value  # later lookups skip this function
     return value
 

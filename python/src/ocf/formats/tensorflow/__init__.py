@@ -13,11 +13,10 @@ import os
 from typing import Any
 
 from ocf.format.source import AnySource
-from ocf.format.storage.location import StorageOptions, url_scheme
+from ocf.format.storage.location import StorageOptions
 from ocf.formats.base import Format
-from ocf.formats.ocf import is_ocf_checkpoint
 from ocf.formats.tensorflow import convert
-from ocf.formats.tensorflow.bundle_reader import is_tf_checkpoint
+from ocf.formats.tensorflow.bundle_reader import is_tensorflow_checkpoint
 from ocf.formats.tensorflow.objects import OBJECT_GRAPH_KEY
 from ocf.formats.tensorflow.source import TFSource
 from ocf.formats.tensorflow.state import STATE_FILENAME, read_checkpoint_state
@@ -33,7 +32,7 @@ class TensorFlowFormat(Format):
     checks = "CRC-32C of every tensor"
 
     def detect(self, path: str) -> bool:
-        return is_tf_checkpoint(path)
+        return is_tensorflow_checkpoint(path)
 
     def open(self, path: str | os.PathLike[str], *, verify: bool = True,
              storage_options: StorageOptions | None = None) -> TFSource:
@@ -52,7 +51,7 @@ class TensorFlowFormat(Format):
         if not os.path.isfile(os.path.join(directory, STATE_FILENAME)):
             return None
         prefix = read_checkpoint_state(directory)[0]
-        return prefix if is_tf_checkpoint(prefix) else None
+        return prefix if is_tensorflow_checkpoint(prefix) else None
 
     def storage(self, source: AnySource, key: str) -> tuple[int | None, str | None]:
         found = _opened(source).bundle.entry(key)
@@ -73,20 +72,6 @@ class TensorFlowFormat(Format):
                 f"TensorFlow checkpoint, {graph}, producer version {header.producer}, "
                 f"{len(opened)} tensors in {header.num_shards} data file(s)",
                 format_table(rows)]
-
-
-def is_tensorflow_checkpoint(path: str | os.PathLike[str]) -> bool:
-    """Whether local ``path`` is a TensorFlow checkpoint and not an OCF one.
-
-    A TensorFlow prefix (``PREFIX.index`` exists), ``PREFIX.index`` itself, or
-    a directory holding TensorFlow's ``checkpoint`` state file. Imports no
-    TensorFlow; URLs are never TensorFlow checkpoints here.
-
-    Examples:
-        >>> ocf.tensorflow.is_tensorflow_checkpoint("train/ckpt-3")  # train/ckpt-3.index exists
-        True
-    """
-    return url_scheme(path) is None and not is_ocf_checkpoint(path) and is_tf_checkpoint(path)
 
 
 def _opened(source: AnySource) -> TFSource:

@@ -41,6 +41,8 @@ from ocf.format.errors import (
 )
 from ocf.format.memory import needing
 from ocf.format.storage.local import open_regular
+from ocf.format.storage.location import url_scheme
+from ocf.formats.ocf import is_ocf_checkpoint
 from ocf.formats.tensorflow import dtypes, sstable, strings
 from ocf.formats.tensorflow.encoding import check_masked_crc, mask_crc, masked_crc32c
 from ocf.formats.tensorflow.entries import BundleHeader, TFEntry, decode_entry, decode_header
@@ -398,16 +400,19 @@ def _check_values(entry: TFEntry, stored: np.ndarray, path: str, key: str) -> No
     )
 
 
-def is_tf_checkpoint(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is a TensorFlow checkpoint.
+def is_tensorflow_checkpoint(path: str | os.PathLike[str]) -> bool:
+    """Whether local ``path`` is a TensorFlow checkpoint and not an OCF one.
 
     True for a PREFIX whose PREFIX.index exists, for a PREFIX.index path, and
-    for a directory holding a ``checkpoint`` state file.
+    for a directory holding TensorFlow's ``checkpoint`` state file; never for
+    a URL or an OCF checkpoint. Imports no TensorFlow.
 
     Examples:
-        >>> ocf.tensorflow.is_tf_checkpoint("train/ckpt-3")
+        >>> ocf.tensorflow.is_tensorflow_checkpoint("train/ckpt-3")  # train/ckpt-3.index exists
         True
     """
+    if url_scheme(path) is not None or is_ocf_checkpoint(path):
+        return False
     text = os.fspath(path)
     if os.path.isdir(text):
         return os.path.isfile(os.path.join(text, "checkpoint"))
