@@ -43,6 +43,9 @@ class Dtype:
     def is_bytes(self) -> bool:
         return self.kind is None
 
+    def __str__(self) -> str:
+        return self.name  # what messages and tables show
+
 
 # The NumPy dtype of each kind, once made.
 _NUMPY: dict[type[np.generic] | str, np.dtype[np.generic]] = {}

@@ -33,7 +33,7 @@ def fitted_dtype(stored: TensorView, expected: Expected, *, cast: bool, key: str
     if stored.dtype.numpy is None or dtype.kind == "O" or stored.dtype.numpy == dtype:
         return None
     if not cast:
-        raise InvalidError(f"the checkpoint holds {stored.dtype}, the {what} is "
+        raise InvalidError(f"the checkpoint holds {stored.dtype.name}, the {what} is "
                            f"{dtype.name}: restore(..., cast=True) casts", path=path, key=key)
     return dtype
 

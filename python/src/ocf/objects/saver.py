@@ -81,7 +81,7 @@ class Saver:
                 if info.dtype.numpy != target.dtype.newbyteorder("<") and not (
                     info.dtype.numpy is None and target.dtype == object
                 ):
-                    raise InvalidError(f"checkpoint has dtype {info.dtype}, the array "
+                    raise InvalidError(f"checkpoint has dtype {info.dtype.name}, the array "
                                        f"{target.dtype}", path=reader.path, key=name)
                 if info.shape != target.shape:
                     raise InvalidError(f"checkpoint has shape {list(info.shape)}, the array "
