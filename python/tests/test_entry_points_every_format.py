@@ -5,7 +5,7 @@ Each process imports one public module first (``ocf``, ``ocf.numpy``,
 then reads one checkpoint through every entry point of that module (the
 frameworks' ``load_file`` only ``emb``: TensorFlow's file also holds byte
 strings, which they have no tensors for). Before
-the registry (ocf.formats.registry) loaded the formats itself, ``import
+the registry (ocf.interop.registry) loaded the formats itself, ``import
 ocf.torch; ocf.torch.load_file("a.npz")`` raised MalformedError ("not an OCF
 file"), because the foreign formats registered only when an ``ocf.X``
 attribute was touched.

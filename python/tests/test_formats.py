@@ -1,4 +1,4 @@
-"""safetensors and npz conversion (ocf.formats) and ``ocf convert``, with the real packages.
+"""safetensors and npz conversion (ocf.interop) and ``ocf convert``, with the real packages.
 
 Files are produced and checked by the safetensors package and by NumPy
 themselves; the converters never use them.
@@ -23,11 +23,11 @@ from cli_support import run
 from memory_support import traced_memory
 
 import ocf
-from ocf.formats.base import Format
-from ocf.formats.converting import convert
-from ocf.formats.npz import convert as npz
-from ocf.formats.registry import FORMATS, by_name
-from ocf.formats.safetensors import convert as safetensors
+from ocf.interop.base import Format
+from ocf.interop.converting import convert
+from ocf.interop.npz import convert as npz
+from ocf.interop.registry import FORMATS, by_name
+from ocf.interop.safetensors import convert as safetensors
 
 
 def torch_tensors() -> dict[str, object]:

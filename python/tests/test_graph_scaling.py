@@ -19,7 +19,7 @@ from memory_support import traced_memory
 
 import ocf
 from ocf.cli.tree import draw_tree
-from ocf.formats.registry import open_checkpoint
+from ocf.interop.registry import open_checkpoint
 
 SMALL, LARGE = 2_000, 20_000  # tenfold; a quadratic cost would grow a hundredfold
 

@@ -7,7 +7,7 @@ package is one implementation of it.
 NumPy, protobuf, crc32c) the first time one of them is used, so a program
 or ``ocf --version`` that needs none of them pays nothing for them. Every
 format OCF reads (OCF, TensorFlow, safetensors, npz) is found by
-ocf.formats.registry, whichever entry point is used first.
+ocf.interop.registry, whichever entry point is used first.
 
 Examples:
     >>> import ocf

@@ -26,7 +26,7 @@ from ocf.format.flat import cast, read_arrays, write_arrays
 from ocf.format.source import AnySource
 from ocf.format.storage.backend import Layout
 from ocf.format.storage.location import StorageOptions
-from ocf.formats.registry import is_ocf, open_checkpoint
+from ocf.interop.registry import is_ocf, open_checkpoint
 from ocf.objects.restoring import NameMap, RestoreStatus
 from ocf.objects.restoring import restore as restore_objects
 from ocf.objects.saving import save_root

@@ -1,7 +1,7 @@
-"""``ocf convert SRC DST``: run ocf.formats.registry, with a progress bar on a terminal.
+"""``ocf convert SRC DST``: run ocf.interop.registry, with a progress bar on a terminal.
 
 The storage options (``--layout``, ``--compression``, ``--chunk-size``) need
-an OCF target; OCF to OCF with them rewrites the checkpoint (ocf.formats.ocf.relayout).
+an OCF target; OCF to OCF with them rewrites the checkpoint (ocf.interop.ocf.relayout).
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from typing import Any
 from ocf.cli.progress import progress
 from ocf.cli.stats import stored_bytes
 from ocf.format.errors import OCFError
-from ocf.formats.converting import convert as run
-from ocf.formats.converting import detect_source, target_for
-from ocf.formats.ocf import OCF
-from ocf.formats.output import reporting_progress
-from ocf.formats.registry import by_name, open_checkpoint
+from ocf.interop.converting import convert as run
+from ocf.interop.converting import detect_source, target_for
+from ocf.interop.ocf import OCF
+from ocf.interop.output import reporting_progress
+from ocf.interop.registry import by_name, open_checkpoint
 
 
 def convert(args: argparse.Namespace) -> int:

@@ -6,7 +6,7 @@ metadata (as OCF holds it, so a safetensors file and its OCF conversion
 compare equal; keys recording only a layout, like ``safetensors.order``, are
 storage and not compared); and the object graphs, walked from both roots at once along
 edges of the same name. A TensorFlow checkpoint and its OCF conversion
-compare equal: both are read through ocf.formats.registry.
+compare equal: both are read through ocf.interop.registry.
 
 Values are equal as numbers: NaN equals NaN and -0.0 equals 0.0; with
 ``rtol``/``atol`` elements within ``atol + rtol * |b|`` are equal too

@@ -14,8 +14,8 @@ from ocf.cli.jsonout import emit
 from ocf.cli.managed import resolved
 from ocf.cli.progress import progress
 from ocf.format.source import AnySource
-from ocf.formats.registry import open_checkpoint
-from ocf.formats.text import format_number
+from ocf.interop.registry import open_checkpoint
+from ocf.interop.text import format_number
 
 EQUAL, DIFFERENT, ERROR = 0, 1, 2
 # Characters of a metadata value shown in a text line.

@@ -18,9 +18,9 @@ from ocf.cli.managed import is_managed_directory, listing, print_listing
 from ocf.cli.progress import progress
 from ocf.cli.stats import TensorStats, stored_bytes, tensor_stats
 from ocf.format.source import AnySource
-from ocf.formats.base import Format
-from ocf.formats.registry import format_of
-from ocf.formats.text import format_number, format_table
+from ocf.interop.base import Format
+from ocf.interop.registry import format_of
+from ocf.interop.text import format_number, format_table
 
 
 def inspect(args: argparse.Namespace) -> int:

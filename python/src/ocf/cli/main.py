@@ -5,10 +5,10 @@
     ocf verify PATH [--json]
     ocf diff A B [--rtol R] [--atol A] [--json]
     ocf convert SRC DST [--to FORMAT] [--from FORMAT] [--layout L] [--compression C]
-                [--chunk-size N]   (see ocf.formats.converting)
+                [--chunk-size N]   (see ocf.interop.converting)
     ocf conformance [--impl COMMAND] [...]   (see ocf.conformance.harness)
 
-Every command reads every format OCF reads (ocf.formats.registry): OCF files
+Every command reads every format OCF reads (ocf.interop.registry): OCF files
 and directories, managed directories (their latest checkpoint), TensorFlow
 prefixes and checkpoint directories, safetensors files, npz archives.
 ``--json`` output is described by the JSON Schemas in ocf/cli/schemas/.
@@ -36,7 +36,7 @@ from ocf.cli.launch import version_line
 from ocf.cli.tree import tree
 from ocf.cli.verify_command import verify
 from ocf.format.errors import OCFError
-from ocf.formats.registry import names as format_names
+from ocf.interop.registry import names as format_names
 
 PATH_HELP = ("a checkpoint: OCF file or directory, managed directory, TensorFlow prefix or "
              "directory, .safetensors file, .npz archive")

@@ -16,7 +16,7 @@ from typing import Any
 
 from ocf.format.container import INDEX_FILE_NAME
 from ocf.format.errors import NotFoundError
-from ocf.formats.text import format_size, format_table
+from ocf.interop.text import format_size, format_table
 from ocf.objects.state_file import STATE_FILE_NAME, latest_checkpoint, read_state
 
 

@@ -15,7 +15,7 @@ from ocf.cli.jsonout import emit
 from ocf.cli.managed import resolved
 from ocf.format.object_graph import Node, ObjectGraph, Origin
 from ocf.format.source import AnySource
-from ocf.formats.registry import open_checkpoint
+from ocf.interop.registry import open_checkpoint
 
 
 def tree(args: argparse.Namespace) -> int:

@@ -3,7 +3,7 @@
 OCF checks every chunk's CRC-32C, each codec's framing, byte strings and
 booleans; TensorFlow each tensor's masked CRC-32C; npz each member's ZIP
 CRC-32; safetensors has no checksums, so only its structure is checked (and
-the output says so); each format says what it checks (ocf.formats.base).
+the output says so); each format says what it checks (ocf.interop.base).
 Tensors are read piece by piece (ocf.format.pieces),
 so memory stays bounded however large they are.
 """
@@ -18,9 +18,9 @@ from ocf.cli.managed import resolved
 from ocf.cli.progress import progress
 from ocf.cli.stats import piece_plan, stored_bytes
 from ocf.format.source import AnySource
-from ocf.formats.base import Format
-from ocf.formats.registry import format_of
-from ocf.formats.text import format_size
+from ocf.interop.base import Format
+from ocf.interop.registry import format_of
+from ocf.interop.text import format_size
 
 # Bytes of one piece read while verifying.
 PIECE_BYTES = 16 << 20

@@ -2,7 +2,7 @@
 
 :class:`Source` is what ``ocf.open`` returns, for an OCF checkpoint
 (:class:`ocf.Reader` is a Source) and for every foreign format
-(ocf.formats: safetensors files, npz archives, TensorFlow bundles): a
+(ocf.interop: safetensors files, npz archives, TensorFlow bundles): a
 read-only mapping from tensor key to a :class:`TensorView` (its key, its
 dtype as an OCF :class:`~ocf.format.dtypes.Dtype`, its shape), the
 checkpoint's ``metadata`` and object graph, and the tensors themselves

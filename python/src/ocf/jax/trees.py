@@ -20,7 +20,7 @@ from ocf.format.metadata import MetadataValue
 from ocf.format.object_graph import ObjectGraph
 from ocf.format.storage.backend import Layout
 from ocf.format.storage.location import StorageOptions
-from ocf.formats.registry import open_checkpoint
+from ocf.interop.registry import open_checkpoint
 from ocf.jax import slots
 from ocf.jax.pytree import Container, Leaf, TreeView
 from ocf.jax.translations import Translation

@@ -22,7 +22,7 @@ fails the deferred restore instead of mixing values of two checkpoints.
 
 The checkpoint can be an OCF checkpoint or a TensorFlow one (a
 ``tf.train.Checkpoint`` prefix, or a ``tf.compat.v1.train.Saver`` one, restored
-by name): both are read through :mod:`ocf.formats.registry`, so the matching, the
+by name): both are read through :mod:`ocf.interop.registry`, so the matching, the
 restore-on-create and the status assertions are the same for both.
 """
 
@@ -42,7 +42,7 @@ from ocf.format.errors import InvalidError, NotFoundError, OCFError
 from ocf.format.object_graph import ObjectGraph, SlotRef
 from ocf.format.source import AnySource
 from ocf.format.storage.location import StorageOptions
-from ocf.formats.registry import open_checkpoint
+from ocf.interop.registry import open_checkpoint
 from ocf.objects.fitting import cast_values, fitted_dtype
 from ocf.objects.path_listing import ROOT_SHOWN_AS, CheckpointPaths
 from ocf.objects.read_ahead import ReadAhead
@@ -289,7 +289,7 @@ def restore(root: object, path: str | os.PathLike[str], *, start: str = "",
     ``path`` may also name a TensorFlow checkpoint (its prefix, as
     ``tf.train.Checkpoint.save`` returns it); TensorFlow's object graph is
     matched like OCF's, its variables' ``VARIABLE_VALUE`` arriving as
-    ``value`` (ocf.formats.tensorflow.objects). TensorFlow is not needed.
+    ``value`` (ocf.interop.tensorflow.objects). TensorFlow is not needed.
 
     A URL (``s3://bucket/run/ckpt-3``) is read through fsspec, with
     ``storage_options`` (endpoint_url, key, secret, ...) given to it.

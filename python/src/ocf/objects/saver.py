@@ -8,7 +8,7 @@ checkpoint without a Saver.
 
 All three also read TensorFlow checkpoints (the prefix a
 ``tf.compat.v1.train.Saver`` or ``tf.train.Checkpoint`` wrote), through
-:mod:`ocf.formats.registry`, without TensorFlow: a partitioned variable is read
+:mod:`ocf.interop.registry`, without TensorFlow: a partitioned variable is read
 whole, and a string tensor as an object array of ``bytes``.
 """
 
@@ -23,7 +23,7 @@ from ocf.format.errors import InvalidError
 from ocf.format.flat import write_arrays
 from ocf.format.storage.backend import Layout
 from ocf.format.storage.location import StorageOptions
-from ocf.formats.registry import open_checkpoint
+from ocf.interop.registry import open_checkpoint
 
 
 class Saver:

@@ -28,7 +28,7 @@ from ocf.format.errors import (
 from ocf.format.reader import Reader
 from ocf.format.storage.backend import backend_of
 from ocf.format.storage.location import StorageOptions, join_path, locate, url_scheme
-from ocf.formats.registry import latest_in
+from ocf.interop.registry import latest_in
 
 STATE_FILE_NAME = "checkpoint.json"
 STATE_FORMAT = "ocf-checkpoint-state"

@@ -4,19 +4,19 @@ A TensorFlow V2 checkpoint (``tf.train.Checkpoint``, ``tf.compat.v1.train.Saver`
 Keras ``save_weights`` in TF format) is a *tensor bundle* named by a prefix:
 
 ``PREFIX.index``
-    A LevelDB-style SSTable (ocf.formats.tensorflow.sstable): sorted keys, each
+    A LevelDB-style SSTable (ocf.interop.tensorflow.sstable): sorted keys, each
     mapped to a protobuf message. The empty key holds a BundleHeaderProto
     (number of data files, endianness, version); every other key a
     BundleEntryProto (dtype, shape, data file, offset, size, masked
     CRC-32C), or for a partitioned tensor the list of its slices, each
-    stored under a binary slice key (ocf.formats.tensorflow.slice_keys).
+    stored under a binary slice key (ocf.interop.tensorflow.slice_keys).
 ``PREFIX.data-NNNNN-of-MMMMM``
     The tensors' bytes, densely packed in the order they were added:
     little-endian row-major elements, strings in TensorFlow's layout
-    (ocf.formats.tensorflow.strings).
+    (ocf.interop.tensorflow.strings).
 ``checkpoint``
     A text-format CheckpointState naming the latest prefix of a directory
-    (ocf.formats.tensorflow.state).
+    (ocf.interop.tensorflow.state).
 
 The messages are declared by OCF with TensorFlow's field numbers in
 proto/ocf/tensorflow/v1 (generated into ocf.tensorflow.v1). Everything here
@@ -31,10 +31,10 @@ sub-byte int4, uint4, int2, uint2 and float4_e2m1fn (one byte per element,
 ml_dtypes arrays) and the quantized qint8, quint8, qint16, quint16 and
 qint32 (plain integer arrays, written with ``BundleWriter.add(...,
 tf_dtype="qint8")``). Each is read with the NumPy dtype TensorFlow's own
-reader gives it (ocf.formats.tensorflow.dtypes). Big-endian bundles are refused.
+reader gives it (ocf.interop.tensorflow.dtypes). Big-endian bundles are refused.
 
-The code lives in ocf.formats.tensorflow, one of the formats of
-ocf.formats.registry, through which ``ocf.open``, ``ocf.restore``,
+The code lives in ocf.interop.tensorflow, one of the formats of
+ocf.interop.registry, through which ``ocf.open``, ``ocf.restore``,
 ``ocf.Saver``, the name-based loaders and every adapter read TensorFlow
 prefixes whatever was imported first. This package is its public face: the
 names below load on first use (so that the generated messages in
@@ -50,16 +50,16 @@ TYPE_CHECKING = False
 
 # Each public name and the module that defines it, loaded on first use (PEP 562).
 _PUBLIC_MODULES = {
-    "BundleHeader": "ocf.formats.tensorflow.entries",
-    "BundleReader": "ocf.formats.tensorflow.bundle_reader",
-    "BundleWriter": "ocf.formats.tensorflow.bundle_writer",
-    "TFEntry": "ocf.formats.tensorflow.entries",
-    "TFSource": "ocf.formats.tensorflow.source",
-    "data_filename": "ocf.formats.tensorflow.bundle_reader",
-    "is_tensorflow_checkpoint": "ocf.formats.tensorflow.bundle_reader",
-    "is_tf_checkpoint": "ocf.formats.tensorflow.bundle_reader",
-    "read_checkpoint_state": "ocf.formats.tensorflow.state",
-    "write_checkpoint_state": "ocf.formats.tensorflow.state",
+    "BundleHeader": "ocf.interop.tensorflow.entries",
+    "BundleReader": "ocf.interop.tensorflow.bundle_reader",
+    "BundleWriter": "ocf.interop.tensorflow.bundle_writer",
+    "TFEntry": "ocf.interop.tensorflow.entries",
+    "TFSource": "ocf.interop.tensorflow.source",
+    "data_filename": "ocf.interop.tensorflow.bundle_reader",
+    "is_tensorflow_checkpoint": "ocf.interop.tensorflow.bundle_reader",
+    "is_tf_checkpoint": "ocf.interop.tensorflow.bundle_reader",
+    "read_checkpoint_state": "ocf.interop.tensorflow.state",
+    "write_checkpoint_state": "ocf.interop.tensorflow.state",
 }
 
 # Spelled out for tools that read it without running the code (linters, mkdocstrings).
@@ -77,18 +77,18 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ loads these
-    from ocf.formats.tensorflow.bundle_reader import (
+    from ocf.interop.tensorflow.bundle_reader import (
         BundleReader,
         data_filename,
         is_tensorflow_checkpoint,
     )
-    from ocf.formats.tensorflow.bundle_reader import (
+    from ocf.interop.tensorflow.bundle_reader import (
         is_tensorflow_checkpoint as is_tf_checkpoint,
     )
-    from ocf.formats.tensorflow.bundle_writer import BundleWriter
-    from ocf.formats.tensorflow.entries import BundleHeader, TFEntry
-    from ocf.formats.tensorflow.source import TFSource
-    from ocf.formats.tensorflow.state import read_checkpoint_state, write_checkpoint_state
+    from ocf.interop.tensorflow.bundle_writer import BundleWriter
+    from ocf.interop.tensorflow.entries import BundleHeader, TFEntry
+    from ocf.interop.tensorflow.source import TFSource
+    from ocf.interop.tensorflow.state import read_checkpoint_state, write_checkpoint_state
 
 
 def __getattr__(name: str) -> object:

@@ -22,7 +22,7 @@ from ocf.format.reader import Reader
 from ocf.format.source import AnySource
 from ocf.format.storage.backend import Layout
 from ocf.format.storage.location import StorageOptions
-from ocf.formats.registry import is_ocf, open_checkpoint
+from ocf.interop.registry import is_ocf, open_checkpoint
 from ocf.torch._framework import torch
 from ocf.torch.mapped import MappedTensors
 from ocf.torch.tensors import from_numpy, is_uninitialized, to_numpy

@@ -2,8 +2,8 @@
 
 ``ocf.open``, ``ocf.load_file``, ``ocf.list_variables`` and every ``ocf``
 command read it through this class (the format's registry entry,
-ocf.formats.npz, opens it). The archive and each member are checked as the
-converter checks them (ocf.formats.npz.convert): sizes against the file, never pickle. A piece
+ocf.interop.npz, opens it). The archive and each member are checked as the
+converter checks them (ocf.interop.npz.convert): sizes against the file, never pickle. A piece
 of a tensor is read from the member's stream; pieces read in order share
 one stream, so going through a deflated member piece by piece decompresses
 it once. A Fortran-ordered member, whose C-order runs are not contiguous in
@@ -28,8 +28,8 @@ from ocf.format.errors import MalformedError
 from ocf.format.metadata import MetadataValue
 from ocf.format.pieces import Piece
 from ocf.format.source import TensorSummary
-from ocf.formats.file_source import FileSource
-from ocf.formats.npz.convert import (
+from ocf.interop.file_source import FileSource
+from ocf.interop.npz.convert import (
     MEMBER_SUFFIX,
     ZIP_ERRORS,
     checked_members,

@@ -1,4 +1,4 @@
-"""OCF itself as a :class:`~ocf.formats.base.Format`: the format every other converts to.
+"""OCF itself as a :class:`~ocf.interop.base.Format`: the format every other converts to.
 
 An OCF checkpoint is a file starting with OCF's magic bytes or a directory
 holding ``index.ocf`` (spec/format.md), opened by :class:`ocf.Reader`, which
@@ -16,9 +16,9 @@ from ocf.format.container import INDEX_FILE_NAME, PREAMBLE_MAGIC
 from ocf.format.reader import Reader
 from ocf.format.source import AnySource
 from ocf.format.storage.location import StorageOptions
-from ocf.formats.base import Format
-from ocf.formats.ocf.relayout import relayout
-from ocf.formats.text import format_size, format_table
+from ocf.interop.base import Format
+from ocf.interop.ocf.relayout import relayout
+from ocf.interop.text import format_size, format_table
 
 
 def is_ocf_checkpoint(path: str | os.PathLike[str]) -> bool:

@@ -7,10 +7,10 @@ import os
 from typing import Any
 
 from ocf.format.storage.location import StorageOptions
-from ocf.formats.base import Format
-from ocf.formats.file_source import has_suffix
-from ocf.formats.npz import convert
-from ocf.formats.npz.source import NpzSource
+from ocf.interop.base import Format
+from ocf.interop.file_source import has_suffix
+from ocf.interop.npz import convert
+from ocf.interop.npz.source import NpzSource
 
 
 class NpzFormat(Format):

@@ -1,10 +1,10 @@
 """Converting checkpoints between OCF and other formats (``ocf convert``).
 
-Each format of :mod:`ocf.formats.registry` converts itself to OCF and back
-(:meth:`ocf.formats.base.Format.to_ocf`, :meth:`~ocf.formats.base.Format.from_ocf`);
+Each format of :mod:`ocf.interop.registry` converts itself to OCF and back
+(:meth:`ocf.interop.base.Format.to_ocf`, :meth:`~ocf.interop.base.Format.from_ocf`);
 converting between two foreign formats goes through a temporary OCF file,
 and OCF to OCF rewrites the checkpoint with other storage options
-(ocf.formats.ocf.relayout).
+(ocf.interop.ocf.relayout).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from ocf.format.errors import InvalidError, NotFoundError, OCFError
-from ocf.formats.base import Format
-from ocf.formats.ocf import OCF
-from ocf.formats.registry import FORMATS, by_name, detected, names
+from ocf.interop.base import Format
+from ocf.interop.ocf import OCF
+from ocf.interop.registry import FORMATS, by_name, detected, names
 
 # Formats that are Python pickles: loading one runs code the file chooses, so OCF never
 # reads or writes them.

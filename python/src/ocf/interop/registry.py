@@ -6,8 +6,8 @@ opens it with :func:`open_checkpoint`, which asks :data:`FORMATS` in order
 which one holds it. The built-in formats are imported here, by this module
 itself, so no entry point depends on what else was imported first.
 
-Adding a format: a folder ``ocf/formats/NAME/`` whose ``__init__`` defines a
-:class:`ocf.formats.base.Format` object, and one line in :data:`FORMATS`.
+Adding a format: a folder ``ocf/interop/NAME/`` whose ``__init__`` defines a
+:class:`ocf.interop.base.Format` object, and one line in :data:`FORMATS`.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ import os
 from ocf.format.errors import InvalidError
 from ocf.format.source import AnySource
 from ocf.format.storage.location import StorageOptions, url_scheme
-from ocf.formats.base import Format
-from ocf.formats.npz import NPZ
-from ocf.formats.ocf import OCF
-from ocf.formats.safetensors import SAFETENSORS
-from ocf.formats.tensorflow import TENSORFLOW
+from ocf.interop.base import Format
+from ocf.interop.npz import NPZ
+from ocf.interop.ocf import OCF
+from ocf.interop.safetensors import SAFETENSORS
+from ocf.interop.tensorflow import TENSORFLOW
 
 # Detection asks them in this order; OCF (its magic bytes, or index.ocf) first.
 FORMATS: tuple[Format, ...] = (

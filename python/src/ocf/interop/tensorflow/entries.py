@@ -22,9 +22,9 @@ from ocf.format.errors import (
     UnsupportedVersionError,
 )
 from ocf.format.limits import MAX_ELEMENTS, MAX_FILE_OFFSET, MAX_SHARDS, nonzero_product
-from ocf.formats.tensorflow import dtypes
-from ocf.formats.tensorflow.encoding import Path
-from ocf.formats.tensorflow.slice_keys import FULL_EXTENT
+from ocf.interop.tensorflow import dtypes
+from ocf.interop.tensorflow.encoding import Path
+from ocf.interop.tensorflow.slice_keys import FULL_EXTENT
 from ocf.tensorflow.v1 import tensor_bundle_pb2 as pb
 
 # TensorFlow's kTensorBundleVersion: the consumer version this reader is.

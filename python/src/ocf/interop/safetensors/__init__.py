@@ -8,11 +8,11 @@ from typing import Any
 
 from ocf.format.source import AnySource
 from ocf.format.storage.location import StorageOptions
-from ocf.formats.base import Format
-from ocf.formats.file_source import has_suffix
-from ocf.formats.safetensors import convert
-from ocf.formats.safetensors.source import SafetensorsSource
-from ocf.formats.text import format_size, format_table
+from ocf.interop.base import Format
+from ocf.interop.file_source import has_suffix
+from ocf.interop.safetensors import convert
+from ocf.interop.safetensors.source import SafetensorsSource
+from ocf.interop.text import format_size, format_table
 
 
 class SafetensorsFormat(Format):

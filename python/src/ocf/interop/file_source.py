@@ -1,7 +1,7 @@
 """What the Sources of one-file foreign formats (safetensors, npz) have in common.
 
 Such a checkpoint is one local file: opened once without blocking on a FIFO
-(:func:`ocf.formats.output.open_source`), its table of tensors read and
+(:func:`ocf.interop.output.open_source`), its table of tensors read and
 checked by the format's own code when it opens (the file is closed again if
 that fails), then each tensor found by its key in that table. It has no
 object graph, and nothing is mapped: every tensor is read into a new array,
@@ -21,7 +21,7 @@ from typing import Generic, TypeVar
 from ocf.format.errors import NotFoundError
 from ocf.format.metadata import MetadataValue
 from ocf.format.source import Source, TensorSummary
-from ocf.formats.output import open_source
+from ocf.interop.output import open_source
 
 EntryT = TypeVar("EntryT")
 

@@ -2,8 +2,8 @@
 
 ``ocf.open``, ``ocf.load_file``, ``ocf.list_variables``, ``ocf.restore``
 by name and every ``ocf`` command read it through this class (the format's
-registry entry, ocf.formats.safetensors, opens it). The header is checked as the
-converter checks it (ocf.formats.safetensors.convert) before any tensor is read;
+registry entry, ocf.interop.safetensors, opens it). The header is checked as the
+converter checks it (ocf.interop.safetensors.convert) before any tensor is read;
 tensors are read with ``pread``, never mapped, and a piece of a tensor
 reads only its bytes. safetensors has no checksums, so ``verify`` checks
 structure only.
@@ -19,8 +19,8 @@ from ocf.format.checksum import crc32c
 from ocf.format.metadata import MetadataValue
 from ocf.format.pieces import Piece
 from ocf.format.source import TensorSummary
-from ocf.formats.file_source import FileSource
-from ocf.formats.safetensors.convert import (
+from ocf.interop.file_source import FileSource
+from ocf.interop.safetensors.convert import (
     Entry,
     ocf_metadata,
     read_elements,

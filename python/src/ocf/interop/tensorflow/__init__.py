@@ -14,13 +14,13 @@ from typing import Any
 
 from ocf.format.source import AnySource
 from ocf.format.storage.location import StorageOptions
-from ocf.formats.base import Format
-from ocf.formats.tensorflow import convert
-from ocf.formats.tensorflow.bundle_reader import is_tensorflow_checkpoint
-from ocf.formats.tensorflow.objects import OBJECT_GRAPH_KEY
-from ocf.formats.tensorflow.source import TFSource
-from ocf.formats.tensorflow.state import STATE_FILENAME, read_checkpoint_state
-from ocf.formats.text import format_size, format_table
+from ocf.interop.base import Format
+from ocf.interop.tensorflow import convert
+from ocf.interop.tensorflow.bundle_reader import is_tensorflow_checkpoint
+from ocf.interop.tensorflow.objects import OBJECT_GRAPH_KEY
+from ocf.interop.tensorflow.source import TFSource
+from ocf.interop.tensorflow.state import STATE_FILENAME, read_checkpoint_state
+from ocf.interop.text import format_size, format_table
 
 
 class TensorFlowFormat(Format):

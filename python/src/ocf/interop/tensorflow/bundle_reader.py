@@ -1,24 +1,24 @@
 """Reading a TensorFlow V2 checkpoint (a "tensor bundle") without TensorFlow.
 
-``PREFIX.index`` is an SSTable (ocf.formats.tensorflow.sstable) mapping each key to
+``PREFIX.index`` is an SSTable (ocf.interop.tensorflow.sstable) mapping each key to
 a BundleEntryProto, the empty key to the BundleHeaderProto. The bytes of a
 tensor are ``size`` bytes at ``offset`` of ``PREFIX.data-{shard:05d}-of-
 {num_shards:05d}``, with a masked CRC-32C. Fixed-width types are raw
-little-endian row-major elements; strings use ocf.formats.tensorflow.strings.
+little-endian row-major elements; strings use ocf.interop.tensorflow.strings.
 Sub-byte types (int4, uint4, int2, uint2, float4_e2m1fn) take one byte per
 element, the value in its low bits; a byte with a higher bit set is refused
 as INVALID (TensorFlow never writes one). Every tensor comes back with the
-NumPy dtype TensorFlow's own reader gives it (ocf.formats.tensorflow.dtypes): the
+NumPy dtype TensorFlow's own reader gives it (ocf.interop.tensorflow.dtypes): the
 quantized types as plain integers, the sub-byte ones as ml_dtypes types.
 A partitioned tensor's entry lists slices, each stored under its own slice
-key (ocf.formats.tensorflow.slice_keys); read() assembles them, read_slice() returns
+key (ocf.interop.tensorflow.slice_keys); read() assembles them, read_slice() returns
 one.
 
 The index is read and every block checked when the reader opens; entries
 are decoded on first use; data files are opened on first use. Every offset
 and size is checked against the file before anything is allocated; for a
 partitioned tensor, every slice's, and that the slices share no stored bytes
-and do not overlap (ocf.formats.tensorflow.tiling), before the tensor is allocated.
+and do not overlap (ocf.interop.tensorflow.tiling), before the tensor is allocated.
 """
 
 from __future__ import annotations
@@ -42,12 +42,12 @@ from ocf.format.errors import (
 from ocf.format.memory import needing
 from ocf.format.storage.local import open_regular
 from ocf.format.storage.location import url_scheme
-from ocf.formats.ocf import is_ocf_checkpoint
-from ocf.formats.tensorflow import dtypes, sstable, strings
-from ocf.formats.tensorflow.encoding import check_masked_crc, mask_crc, masked_crc32c
-from ocf.formats.tensorflow.entries import BundleHeader, TFEntry, decode_entry, decode_header
-from ocf.formats.tensorflow.slice_keys import is_slice_key, slice_key
-from ocf.formats.tensorflow.tiling import check_tiling
+from ocf.interop.ocf import is_ocf_checkpoint
+from ocf.interop.tensorflow import dtypes, sstable, strings
+from ocf.interop.tensorflow.encoding import check_masked_crc, mask_crc, masked_crc32c
+from ocf.interop.tensorflow.entries import BundleHeader, TFEntry, decode_entry, decode_header
+from ocf.interop.tensorflow.slice_keys import is_slice_key, slice_key
+from ocf.interop.tensorflow.tiling import check_tiling
 
 # The index of a bundle with a million tensors is well under this.
 MAX_INDEX_FILE_BYTES = 1 << 30

@@ -55,7 +55,7 @@ from ocf.format.object_graph import (
     encode_graph,
     escape_name,
 )
-from ocf.formats.tensorflow.bundle_reader import BundleReader
+from ocf.interop.tensorflow.bundle_reader import BundleReader
 from ocf.tensorflow.v1.trackable_object_graph_pb2 import TrackableObjectGraph
 from ocf.v1 import object_graph_pb2
 

@@ -52,7 +52,7 @@ from ocf.format.pieces import pieces
 from ocf.format.reader import Reader
 from ocf.format.storage.local import atomic_output
 from ocf.format.writer import Writer
-from ocf.formats.output import open_source, warn_dropped, with_path, written
+from ocf.interop.output import open_source, warn_dropped, with_path, written
 
 METADATA_KEY = "safetensors.metadata"
 ORDER_KEY = "safetensors.order"

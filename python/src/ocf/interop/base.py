@@ -5,8 +5,8 @@ one as an :class:`ocf.format.source.Source` (:meth:`Format.open`), convert
 it to OCF and back (:meth:`Format.to_ocf`, :meth:`Format.from_ocf`), and
 describe it in its own terms for ``ocf inspect`` and ``ocf verify``
 (:meth:`Format.overview`, :meth:`Format.storage`, :attr:`Format.checks`).
-Each lives in its own folder of ocf.formats and is listed once in
-:mod:`ocf.formats.registry`.
+Each lives in its own folder of ocf.interop and is listed once in
+:mod:`ocf.interop.registry`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 from ocf.format.source import AnySource
 from ocf.format.storage.location import StorageOptions
-from ocf.formats.text import format_table
+from ocf.interop.text import format_table
 
 
 class Format(ABC):

@@ -4,7 +4,7 @@
 (no TensorFlow needed) and presents it as a Source:
 its tensor keys are TensorFlow's keys, less ``_CHECKPOINTABLE_OBJECT_GRAPH``,
 whose content is the object graph, mapped onto OCF's by
-ocf.formats.tensorflow.objects and checked like an OCF graph. This is what lets
+ocf.interop.tensorflow.objects and checked like an OCF graph. This is what lets
 ``ocf.restore(root, "train/ckpt-3")`` restore a ``tf.train.Checkpoint`` by
 structure into NumPy objects, and ``ocf.load_variable("model.ckpt-5",
 "dense/kernel")`` read a ``tf.compat.v1.train.Saver`` checkpoint by name.
@@ -28,9 +28,9 @@ from ocf.format.metadata import MetadataValue
 from ocf.format.object_graph import ObjectGraph
 from ocf.format.pieces import Piece
 from ocf.format.source import Source, TensorSummary
-from ocf.formats.tensorflow.bundle_reader import BundleReader
-from ocf.formats.tensorflow.objects import OBJECT_GRAPH_KEY, read_tf_graph
-from ocf.formats.tensorflow.state import read_checkpoint_state
+from ocf.interop.tensorflow.bundle_reader import BundleReader
+from ocf.interop.tensorflow.objects import OBJECT_GRAPH_KEY, read_tf_graph
+from ocf.interop.tensorflow.state import read_checkpoint_state
 
 __all__ = ["TFSource", "resolve_prefix"]
 
