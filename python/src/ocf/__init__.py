@@ -53,9 +53,9 @@ _PUBLIC_MODULES = {
     "restore": "ocf.objects.restoring",
     "write": "ocf.objects.saving",
     # Name-based checkpoints.
-    "Saver": "ocf.objects.saver",
-    "list_variables": "ocf.objects.saver",
-    "load_variable": "ocf.objects.saver",
+    "Saver": "ocf.objects.name_based",
+    "list_variables": "ocf.objects.name_based",
+    "load_variable": "ocf.objects.name_based",
     # Checkpoint management.
     "CheckpointManager": "ocf.objects.manager",
     "latest_checkpoint": "ocf.objects.state_file",
@@ -119,9 +119,9 @@ if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ loads these
     from ocf.numpy import load_file, open, save_file
     from ocf.objects.checkpoint import Checkpoint
     from ocf.objects.manager import CheckpointManager
+    from ocf.objects.name_based import Saver, list_variables, load_variable
     from ocf.objects.restore_status import RestoreMismatchError, RestoreStatus
     from ocf.objects.restoring import restore
-    from ocf.objects.saver import Saver, list_variables, load_variable
     from ocf.objects.saving import write
     from ocf.objects.state_file import latest_checkpoint
     from ocf.objects.tracking import Module, Variable

@@ -22,8 +22,8 @@ from ocf.format.storage.backend import Layout
 from ocf.format.storage.location import StorageOptions
 from ocf.interop.registry import open_checkpoint
 from ocf.jax import slots
-from ocf.jax.pytree import Container, Leaf, TreeView
 from ocf.jax.translations import Translation
+from ocf.jax.tree_view import Container, Leaf, TreeView
 from ocf.objects.restoring import NameMap
 from ocf.objects.restoring import restore as restore_objects
 from ocf.objects.saving import save_root
