@@ -4,17 +4,22 @@ Each checkpoint is written by its format's own writer: OCF by ocf.save_file
 (a file, and a zstd-compressed directory), safetensors by the safetensors
 package, npz by NumPy, and a TensorFlow bundle by ocf.tensorflow.BundleWriter
 (whose files TensorFlow itself reads back in test_tf_bundle_writing.py).
+The example in ocf.open's docstring runs on each of them.
 """
 
 from __future__ import annotations
 
+import inspect
+import re
+import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import ocf
-from ocf.testing import SourceTests
+from ocf.testing import SourceTests, sample_tensors
 
 
 class TestOCFFile(SourceTests):
@@ -64,3 +69,31 @@ class TestTensorFlowBundle(SourceTests):
             for key, value in tensors.items():
                 bundle.add(key, value)
         return prefix
+
+
+def _open_example() -> str:
+    """The Examples code of ocf.open's docstring, prompts removed."""
+    doc = inspect.getdoc(ocf.open)
+    assert doc is not None
+    lines = [line.strip() for line in doc.split("Examples:")[1].splitlines()]
+    code = [re.sub(r"^(>>> |\.\.\. ?)", "", line) for line in lines
+            if line.startswith((">>>", "..."))]
+    return textwrap.dedent("\n".join(code))
+
+
+WRITERS = (TestOCFFile, TestOCFDirectory, TestSafetensors, TestNpz, TestTensorFlowBundle)
+
+
+@pytest.mark.parametrize("writer", WRITERS, ids=[w.__name__ for w in WRITERS])
+def test_the_example_of_ocf_open_runs_on_every_format(tmp_path: Path,
+                                                      writer: type[SourceTests],
+                                                      capsys: pytest.CaptureFixture[str]
+                                                      ) -> None:
+    path = writer().write(sample_tensors(), tmp_path)
+    code = _open_example()
+    assert '"model.ocf"' in code
+    namespace: dict[str, object] = {"ocf": ocf, "np": np}
+    exec(code.replace('"model.ocf"', repr(str(path))), namespace)
+    assert capsys.readouterr().out == "int64 ()\n"  # print(checkpoint["step"].dtype.name, ...)
+    assert namespace["step"] == 42
+    np.testing.assert_array_equal(namespace["rows"], sample_tensors()["dense/kernel"][:2])
