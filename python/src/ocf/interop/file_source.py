@@ -1,4 +1,4 @@
-"""What the Sources of one-file foreign formats (safetensors, npz) have in common.
+"""What one-file foreign formats (safetensors, npz) have in common: Source and Format.
 
 Such a checkpoint is one local file: opened once without blocking on a FIFO
 (:func:`ocf.interop.output.open_source`), its table of tensors read and
@@ -8,7 +8,9 @@ object graph, and nothing is mapped: every tensor is read into a new array,
 so reading one is also how it is verified (what the format can check is
 checked while reading). A format says how its table is read
 (:meth:`FileSource._read_entries`) and how a tensor is described and read;
-the rest of :class:`ocf.format.source.Source` is here.
+the rest of :class:`ocf.format.source.Source` is here. :class:`FileFormat`
+is such a format's registry entry: found by its suffix, opened as its
+FileSource, converted by its module's ``to_ocf`` and ``from_ocf``.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ from __future__ import annotations
 import os
 from abc import abstractmethod
 from collections.abc import Iterator, Mapping
-from typing import Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from ocf.format.errors import NotFoundError
 from ocf.format.metadata import MetadataValue
 from ocf.format.source import Source, TensorSummary
+from ocf.format.storage.location import StorageOptions
+from ocf.interop.base import Format
 from ocf.interop.output import open_source
 
 EntryT = TypeVar("EntryT")
@@ -91,3 +95,33 @@ def has_suffix(path: str, suffix: str) -> bool:
     """Whether ``path`` is a regular file whose name ends with ``suffix``, in any case."""
     return path.lower().endswith(suffix) and os.path.isfile(path)
 
+
+class Converter(Protocol):
+    """A format's conversion module (``convert.py``)."""
+
+    def to_ocf(self, src: str, dst: str, **options: Any) -> None: ...
+
+    def from_ocf(self, src: str, dst: str) -> None: ...
+
+
+class FileFormat(Format):
+    """A format held in one local file whose name ends with one of :attr:`suffixes`."""
+
+    #: The Source a file of the format opens as.
+    source: type[FileSource[Any]]
+    #: The module converting it to OCF and back.
+    converter: Converter
+
+    def detect(self, path: str) -> bool:
+        return any(has_suffix(path, suffix) for suffix in self.suffixes)
+
+    def open(self, path: str | os.PathLike[str], *, verify: bool = True,
+             storage_options: StorageOptions | None = None) -> FileSource[Any]:
+        del storage_options  # a local file: the registry gives URLs to OCF
+        return self.source(path, verify=verify)
+
+    def to_ocf(self, src: str, dst: str, **options: Any) -> None:
+        self.converter.to_ocf(src, dst, **options)
+
+    def from_ocf(self, src: str, dst: str) -> None:
+        self.converter.from_ocf(src, dst)

@@ -3,39 +3,22 @@
 
 from __future__ import annotations
 
-import os
-from typing import Any
-
 from ocf.format.source import AnySource
-from ocf.format.storage.location import StorageOptions
-from ocf.interop.base import Format
-from ocf.interop.file_source import has_suffix
+from ocf.interop.file_source import FileFormat
 from ocf.interop.safetensors import convert
 from ocf.interop.safetensors.source import SafetensorsSource
 from ocf.interop.text import format_size, format_table
 
 
-class SafetensorsFormat(Format):
+class SafetensorsFormat(FileFormat):
     """One ``.safetensors`` file: a JSON header, then the tensors' bytes."""
 
     name = "safetensors"
     title = "safetensors"
     suffixes = (".safetensors",)
     checks = "none: safetensors has no checksums"
-
-    def detect(self, path: str) -> bool:
-        return has_suffix(path, ".safetensors")
-
-    def open(self, path: str | os.PathLike[str], *, verify: bool = True,
-             storage_options: StorageOptions | None = None) -> SafetensorsSource:
-        del storage_options  # a local file
-        return SafetensorsSource(path, verify=verify)
-
-    def to_ocf(self, src: str, dst: str, **options: Any) -> None:
-        convert.to_ocf(src, dst, **options)
-
-    def from_ocf(self, src: str, dst: str) -> None:
-        convert.from_ocf(src, dst)
+    source = SafetensorsSource
+    converter = convert
 
     def storage(self, source: AnySource, key: str) -> tuple[int | None, str | None]:
         entry = _opened(source).entry(key)
