@@ -19,6 +19,7 @@ from ocf.cli.progress import progress
 from ocf.cli.stats import piece_plan, stored_bytes
 from ocf.format.source import AnySource
 from ocf.interop.base import Format
+from ocf.interop.ocf import OCF
 from ocf.interop.registry import format_of
 from ocf.interop.text import format_size
 
@@ -34,12 +35,12 @@ def verify(args: argparse.Namespace) -> int:
         document: dict[str, Any] = {
             "ok": True, "path": str(source.path), "format": source.format_name,
             "tensors": len(source), "bytes": checked,
-            "checksums": source.format_name != "safetensors",
+            "checksums": found.checksums,
             "checked": found.checks}
         if args.json:
             emit(document)
         else:
-            print(_line(source, checked))
+            print(_line(found, source, checked))
     return 0
 
 
@@ -62,12 +63,12 @@ def read_everything(found: Format, source: AnySource) -> int:
     return found.checked_bytes(source, total)
 
 
-def _line(source: AnySource, checked: int) -> str:
+def _line(found: Format, source: AnySource, checked: int) -> str:
     count = len(source)
-    if source.format_name == "OCF":
+    if found is OCF:
         return f"OK: {source.path}: {count} tensors, {format_size(checked)} checked"
-    if source.format_name == "safetensors":
+    if not found.checksums:
         return (f"OK: {source.path}: {count} tensors read, {format_size(checked)}; "
-                "safetensors has no checksums, so only the structure was checked")
+                f"{found.title} has no checksums, so only the structure was checked")
     return (f"OK: {source.path}: {count} tensors read and checked ({source.format_name} "
             f"checkpoint), {format_size(checked)}")

@@ -32,6 +32,9 @@ class Format(ABC):
     suffixes: tuple[str, ...] = ()
     #: What reading every byte checks, for ``ocf verify``.
     checks: str = "what the format holds"
+    #: Whether the format stores checksums of tensor bytes (else only the structure
+    #: can be checked).
+    checksums: bool = True
 
     @abstractmethod
     def detect(self, path: str) -> bool:
