@@ -7,7 +7,11 @@ which one holds it. The built-in formats are imported here, by this module
 itself, so no entry point depends on what else was imported first.
 
 Adding a format: a folder ``ocf/interop/NAME/`` whose ``__init__`` defines a
-:class:`ocf.interop.base.Format` object, and one line in :data:`FORMATS`.
+:class:`ocf.interop.base.Format` object (a one-file format: an
+:class:`ocf.interop.file_source.FileFormat` naming its suffix, its
+FileSource and its ``convert`` module), its import here and its entry in
+:data:`FORMATS`; then a subclass of ``ocf.testing.SourceTests`` in
+tests/test_source_contract.py.
 """
 
 from __future__ import annotations
