@@ -19,7 +19,7 @@ from memory_support import traced_memory
 
 import ocf
 from ocf.cli.tree import draw_tree
-from ocf.objects.sources import open_source
+from ocf.interop.registry import open_checkpoint
 
 SMALL, LARGE = 2_000, 20_000  # tenfold; a quadratic cost would grow a hundredfold
 
@@ -44,7 +44,7 @@ def everything_a_user_may_ask(path: Path) -> int:
         status.assert_consumed()
     except ocf.RestoreMismatchError as exc:
         produced += len(str(exc))
-    source = open_source(path, verify=False)
+    source = open_checkpoint(path, verify=False)
     try:
         graph = source.object_graph
         assert graph is not None
@@ -76,7 +76,7 @@ def test_a_deep_chain_costs_linear_time_memory_and_output(tmp_path: Path) -> Non
 
 def test_the_drawing_of_a_huge_graph_stops_at_max_lines(tmp_path: Path) -> None:
     path = chain_file(tmp_path / "c.ocf", 5_000)
-    source = open_source(path, verify=False)
+    source = open_checkpoint(path, verify=False)
     try:
         graph = source.object_graph
         assert graph is not None
@@ -121,7 +121,7 @@ def test_unmatched_paths_of_a_small_graph_are_a_sorted_list_of_strings(tmp_path:
 def test_bare_nodes_of_a_decoded_graph_share_empty_containers_that_refuse_changes(
     tmp_path: Path
 ) -> None:
-    source = open_source(chain_file(tmp_path / "c.ocf", 3), verify=False)
+    source = open_checkpoint(chain_file(tmp_path / "c.ocf", 3), verify=False)
     try:
         graph = source.object_graph
     finally:

@@ -360,7 +360,7 @@ def run_python(code: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_importing_ocf_does_not_import_jax() -> None:
-    done = run_python("import sys, ocf, ocf.formats.registry, ocf.cli.main\n"
+    done = run_python("import sys, ocf, ocf.interop.registry, ocf.cli.main\n"
                       "assert 'jax' not in sys.modules, 'jax imported'\n")
     assert done.returncode == 0, done.stderr
 

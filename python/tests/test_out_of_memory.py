@@ -24,8 +24,8 @@ from helpers import write_file
 from samples import assert_bit_exact, every_dtype
 
 import ocf
-from ocf.formats import safetensors
-from ocf.tensorflow.bundle_writer import BundleWriter
+from ocf.interop.safetensors import convert as safetensors
+from ocf.interop.tensorflow.bundle_writer import BundleWriter
 from ocf.v1 import index_pb2
 
 # Prepended to every child: caps the address space at what the process maps now
@@ -35,7 +35,7 @@ _PRELUDE = textwrap.dedent("""
     import numpy as np
     import ocf
     import zstandard
-    import ocf.format.reader, ocf.objects.restoring, ocf.formats.npz, ocf.formats.safetensors
+    import ocf.format.reader, ocf.objects.restoring, ocf.interop.npz, ocf.interop.safetensors
     ocf.OCFError  # a running program has its modules loaded (import ocf loads them lazily)
 
     def cap(extra):
@@ -238,7 +238,7 @@ def test_converting_a_tensor_larger_than_free_memory_is_out_of_memory(
     source = tmp_path / f"big.{suffix}"
     make(source)
     outcome = _run(f"""
-        from ocf.formats import {suffix}
+        from ocf.interop.{suffix} import convert as {suffix}
         cap(16 << 20)
         report(lambda: {suffix}.to_ocf(sys.argv[1], sys.argv[2]))
     """, str(source), str(tmp_path / "out.ocf"))

@@ -15,7 +15,7 @@ import pytest
 from cli_support import Written, write_every_format
 
 import ocf
-from ocf.objects.pieces import pieces
+from ocf.format.pieces import pieces
 
 FLAT = ("ocf-file", "ocf-directory", "safetensors", "npz")
 

@@ -21,10 +21,7 @@ from ocf.format.errors import (
     MalformedError,
     OCFError,
 )
-from ocf.tensorflow import (
-    snappy,
-    sstable,
-)
+from ocf.interop.tensorflow import snappy, sstable
 
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
@@ -105,7 +102,7 @@ def test_random_index_mutations_raise_only_ocf_errors(noise: bytes, seed: int) -
 @settings(max_examples=300, deadline=None)
 @given(st.integers(0, 2**64 - 1))
 def test_varint_roundtrip(value: int) -> None:
-    from ocf.tensorflow.encoding import decode_varint, encode_varint
+    from ocf.interop.tensorflow.encoding import decode_varint, encode_varint
 
     encoded = encode_varint(value)
     assert encoded == varint(value)

@@ -1,6 +1,6 @@
 """Partitioned TensorFlow tensors: every slice is checked before the tensor is
 allocated, and the slices are checked not to overlap without memory proportional
-to the elements (ocf.tensorflow.tiling).
+to the elements (ocf.interop.tensorflow.tiling).
 """
 
 from __future__ import annotations
@@ -26,10 +26,7 @@ from ocf.format.errors import (
     MalformedError,
     OCFError,
 )
-from ocf.tensorflow import (
-    BundleReader,
-    BundleWriter,
-)
+from ocf.tensorflow import BundleReader, BundleWriter
 from ocf.tensorflow.v1 import tensor_bundle_pb2 as pb
 
 
@@ -67,7 +64,7 @@ def partitioned_files(
     data: bytes,
 ) -> Path:
     """Parent entry "x" of ``shape``, and per slice its extents and stored entry fields."""
-    from ocf.tensorflow.slice_keys import slice_key
+    from ocf.interop.tensorflow.slice_keys import slice_key
 
     parent = pb.BundleEntryProto(dtype=code)
     for dim in shape:
@@ -174,7 +171,7 @@ def brick_wall() -> list[tuple[tuple[int, int], ...]]:
 def test_tiling_check_accepts_tilings_and_names_overlapping_slices(
     monkeypatch: pytest.MonkeyPatch, grid_cells: int
 ) -> None:
-    from ocf.tensorflow import tiling
+    from ocf.interop.tensorflow import tiling
 
     monkeypatch.setattr(tiling, "MAX_GRID_CELLS", grid_cells)
     wall = brick_wall()
@@ -204,7 +201,7 @@ def test_irregular_tiling_is_assembled(tmp_path: Path) -> None:
 def test_slices_too_irregular_to_check_are_refused_as_a_limit(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from ocf.tensorflow import tiling
+    from ocf.interop.tensorflow import tiling
 
     # Thin rows beside thin columns: a grid of 10**6 cells; sorted along either
     # dimension, every row (or column) meets all the others.

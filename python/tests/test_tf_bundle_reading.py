@@ -41,6 +41,7 @@ from ocf.format.errors import (
 )
 from ocf.tensorflow import (
     BundleReader,
+    is_tensorflow_checkpoint,
     is_tf_checkpoint,
     read_checkpoint_state,
 )
@@ -258,14 +259,15 @@ def test_checkpoint_state_files_of_tensorflow(tf_dir: Path) -> None:
     assert latest == str(tf_dir / GENERATED["v1_partitioned"])
 
 
-def test_is_tf_checkpoint_accepts_prefix_index_path_and_directory(tf_dir: Path) -> None:
+def test_is_tensorflow_checkpoint_accepts_prefix_index_path_and_directory(tf_dir: Path) -> None:
     prefix = tf_dir / GENERATED["object"]
-    assert is_tf_checkpoint(prefix)
-    assert is_tf_checkpoint(f"{prefix}.index")
-    assert is_tf_checkpoint(prefix.parent)
-    assert not is_tf_checkpoint(tf_dir / "alldtypes")  # a directory without `checkpoint`
-    assert not is_tf_checkpoint(f"{prefix}.data-00000-of-00001")
-    assert not is_tf_checkpoint(tf_dir / "nothing")
+    assert is_tensorflow_checkpoint(prefix)
+    assert is_tensorflow_checkpoint(f"{prefix}.index")
+    assert is_tensorflow_checkpoint(prefix.parent)
+    assert not is_tensorflow_checkpoint(tf_dir / "alldtypes")  # a directory without `checkpoint`
+    assert not is_tensorflow_checkpoint(f"{prefix}.data-00000-of-00001")
+    assert not is_tensorflow_checkpoint(tf_dir / "nothing")
+    assert is_tf_checkpoint is is_tensorflow_checkpoint  # the name before 0.2.0 still works
 
 
 def test_index_path_is_accepted_as_the_prefix(tf_dir: Path) -> None:

@@ -40,10 +40,15 @@ from ocf.format.errors import (
     MalformedError,
     NotFoundError,
 )
-from ocf.formats.tensorflow import from_ocf, to_ocf
+from ocf.interop.tensorflow.convert import from_ocf, to_ocf
+from ocf.interop.tensorflow.objects import (
+    to_ocf_attribute,
+    to_ocf_name,
+    to_tf_attribute,
+    to_tf_name,
+)
+from ocf.interop.tensorflow.source import TFSource
 from ocf.tensorflow import BundleReader, BundleWriter
-from ocf.tensorflow.objects import to_ocf_attribute, to_ocf_name, to_tf_attribute, to_tf_name
-from ocf.tensorflow.source import TFSource
 from ocf.tensorflow.v1.trackable_object_graph_pb2 import TrackableObjectGraph
 
 TESTS = Path(__file__).parent
@@ -661,7 +666,7 @@ class NoTensorFlow(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, NoTensorFlow())
 import numpy as np
 import ocf
-from ocf.formats.tensorflow import from_ocf, to_ocf
+from ocf.interop.tensorflow.convert import from_ocf, to_ocf
 from ocf.tensorflow import BundleReader
 from tf_scenarios import decode
 

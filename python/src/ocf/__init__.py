@@ -5,9 +5,9 @@ package is one implementation of it.
 
 ``import ocf`` is cheap: the public names below load their modules (and
 NumPy, protobuf, crc32c) the first time one of them is used, so a program
-or ``ocf --version`` that needs none of them pays nothing for them. The
-first use also imports ``ocf.tensorflow``, which registers TensorFlow
-prefixes as a format that restoring and loading by name read.
+or ``ocf --version`` that needs none of them pays nothing for them. Every
+format OCF reads (OCF, TensorFlow, safetensors, npz) is found by
+ocf.interop.registry, whichever entry point is used first.
 
 Examples:
     >>> import ocf
@@ -38,6 +38,7 @@ _PUBLIC_MODULES = {
     "UnknownRequiredFeatureError": "ocf.format.errors",
     "UnsupportedVersionError": "ocf.format.errors",
     "Reader": "ocf.format.reader",
+    "Source": "ocf.format.source",
     "Writer": "ocf.format.writer",
     "SaveHandle": "ocf.format.async_save",
     "load_file": "ocf.numpy",
@@ -52,15 +53,13 @@ _PUBLIC_MODULES = {
     "restore": "ocf.objects.restoring",
     "write": "ocf.objects.saving",
     # Name-based checkpoints.
-    "Saver": "ocf.objects.saver",
-    "list_variables": "ocf.objects.saver",
-    "load_variable": "ocf.objects.saver",
+    "Saver": "ocf.objects.name_based",
+    "list_variables": "ocf.objects.name_based",
+    "load_variable": "ocf.objects.name_based",
     # Checkpoint management.
     "CheckpointManager": "ocf.objects.manager",
     "latest_checkpoint": "ocf.objects.state_file",
 }
-# The modules that register the foreign formats OCF reads (ocf.objects.sources).
-_FOREIGN_FORMATS = ("ocf.tensorflow", "ocf.formats.safetensors_source", "ocf.formats.npz_source")
 # Subpackages that ``import ocf`` used to load eagerly, still reachable as attributes.
 _SUBPACKAGES = frozenset({"format", "objects", "numpy", "tensorflow", "v1"})
 
@@ -82,6 +81,7 @@ __all__ = [
     "RestoreStatus",
     "SaveHandle",
     "Saver",
+    "Source",
     "UnknownRequiredFeatureError",
     "UnsupportedVersionError",
     "Variable",
@@ -114,13 +114,14 @@ if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ loads these
         UnsupportedVersionError,
     )
     from ocf.format.reader import Reader
+    from ocf.format.source import Source
     from ocf.format.writer import Writer
     from ocf.numpy import load_file, open, save_file
     from ocf.objects.checkpoint import Checkpoint
     from ocf.objects.manager import CheckpointManager
+    from ocf.objects.name_based import Saver, list_variables, load_variable
     from ocf.objects.restore_status import RestoreMismatchError, RestoreStatus
     from ocf.objects.restoring import restore
-    from ocf.objects.saver import Saver, list_variables, load_variable
     from ocf.objects.saving import write
     from ocf.objects.state_file import latest_checkpoint
     from ocf.objects.tracking import Module, Variable
@@ -130,10 +131,6 @@ def __getattr__(name: str) -> Any:
     module_name = _PUBLIC_MODULES.get(name)
     if module_name is None and name not in _SUBPACKAGES:
         raise AttributeError(f"module 'ocf' has no attribute {name!r}")
-    # Registers TensorFlow checkpoints, safetensors files and npz archives as formats that
-    # ocf.open, ocf.load_file, restoring, loading by name and the command line read.
-    for registering in _FOREIGN_FORMATS:
-        importlib.import_module(registering)
     if module_name is None:
         value: Any = importlib.import_module(f"ocf.{name}")
     else:

@@ -2,7 +2,7 @@
 
 Flat mappings, in the spirit of safetensors' API: ``save_file`` writes a
 mapping of key to array, ``load_file`` reads one back (all of it or the keys
-asked for), ``open`` gives a lazy :class:`Reader`. Object graphs: ``save``
+asked for), ``open`` gives a lazy :class:`ocf.format.source.Source`. Object graphs: ``save``
 writes any trackable state (nested dicts and lists of arrays, ``ocf.Module``
 objects), ``restore`` copies a checkpoint's values into such a state in
 place, strictly unless ``partial``.
@@ -23,13 +23,13 @@ import numpy as np
 
 from ocf.format.async_save import SaveHandle
 from ocf.format.flat import cast, read_arrays, write_arrays
-from ocf.format.reader import Reader
+from ocf.format.source import AnySource
 from ocf.format.storage.backend import Layout
 from ocf.format.storage.location import StorageOptions
+from ocf.interop.registry import is_ocf, open_checkpoint
 from ocf.objects.restoring import NameMap, Rename, RestoreStatus
 from ocf.objects.restoring import restore as restore_objects
 from ocf.objects.saving import save_root
-from ocf.objects.sources import Source, foreign_format, open_source
 
 __all__ = ["load_file", "open", "restore", "save", "save_file"]
 
@@ -89,10 +89,10 @@ def load_file(path: str | os.PathLike[str], keys: Iterable[str] | None = None, *
         >>> tensors = ocf.load_file("model.ocf")  # new, writable arrays
         >>> kernel = ocf.load_file("model.ocf", keys=["dense/kernel"])["dense/kernel"]
     """
-    if foreign_format(path) is None:
+    if is_ocf(path):
         return read_arrays(path, keys, dtype=dtype, verify=verify,
                            storage_options=storage_options)
-    with open_source(path, verify=verify) as source:
+    with open_checkpoint(path, verify=verify) as source:
         wanted = source.keys() if keys is None else list(keys)
         for key in wanted:
             source.summary(key)  # NotFoundError naming the key, before anything is read
@@ -104,26 +104,26 @@ def load_file(path: str | os.PathLike[str], keys: Iterable[str] | None = None, *
 
 
 def open(path: str | os.PathLike[str], *, verify: bool = True,
-         storage_options: StorageOptions | None = None) -> Reader | Source:
-    """Open the checkpoint at ``path`` for reading tensors by key.
+         storage_options: StorageOptions | None = None) -> AnySource:
+    """Open the checkpoint at ``path`` for reading tensors by key, whatever its format.
 
+    The result is an :class:`ocf.format.source.Source`, the same interface for
+    every format OCF reads: a read-only mapping from key to the tensor's
+    ``key``, ``dtype`` (an OCF dtype: ``.name``, ``.numpy``) and ``shape``, with
+    ``metadata``, ``get_tensor``, ``read_tensor``, ``get_slice`` and ``summary``.
     An OCF checkpoint (a file, or a directory with index.ocf) opens as an
     :class:`ocf.Reader`; ``path`` may then be a URL of an fsspec filesystem
-    (``s3://bucket/ckpt``), whose ``storage_options`` go to fsspec. A checkpoint
-    of another format OCF reads opens as an :class:`ocf.objects.sources.Source`
-    with the same ``keys()``, ``get_tensor``, ``read_tensor`` and ``metadata``,
-    and ``summary(key)`` for dtype and shape: a TensorFlow prefix (or a
-    directory with TensorFlow's ``checkpoint`` file), a ``.safetensors`` file,
-    an ``.npz`` archive.
+    (``s3://bucket/ckpt``), whose ``storage_options`` go to fsspec. Other
+    formats: a TensorFlow prefix (or a directory with TensorFlow's
+    ``checkpoint`` file), a ``.safetensors`` file, an ``.npz`` archive.
 
     Examples:
-        >>> with ocf.open("model.ocf") as checkpoint:
+        >>> with ocf.open("model.ocf") as checkpoint:  # or .safetensors, .npz, a TF prefix
         ...     print(checkpoint["step"].dtype.name, checkpoint["step"].shape)
         ...     step = int(checkpoint.get_tensor("step"))
+        ...     rows = checkpoint.get_slice("dense/kernel", np.s_[:2])
     """
-    if foreign_format(path) is not None:
-        return open_source(path, verify=verify)
-    return Reader(path, verify=verify, storage_options=storage_options)
+    return open_checkpoint(path, verify=verify, storage_options=storage_options)
 
 
 @overload

@@ -14,8 +14,9 @@ import ocf
 from fuzzing.seeds import Files
 from ocf.format.container import FOOTER_SIZE
 from ocf.format.limits import MAX_ZSTD_RATIO
-from ocf.formats import npz, safetensors
-from ocf.tensorflow.source import TFSource
+from ocf.interop.npz import convert as npz
+from ocf.interop.safetensors import convert as safetensors
+from ocf.interop.tensorflow.source import TFSource
 from ocf.v1 import index_pb2
 from ocf.v1.tensor_pb2 import CODEC_NONE
 

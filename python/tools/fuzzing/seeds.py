@@ -10,8 +10,8 @@ from typing import Any, cast
 import numpy as np
 
 import ocf
-from ocf.formats import safetensors
-from ocf.formats import tensorflow as tf_format
+from ocf.interop.safetensors import convert as safetensors
+from ocf.interop.tensorflow import convert as tf_format
 
 Files = dict[str, bytes]
 

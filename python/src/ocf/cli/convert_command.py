@@ -1,7 +1,7 @@
-"""``ocf convert SRC DST``: run ocf.formats.registry, with a progress bar on a terminal.
+"""``ocf convert SRC DST``: run ocf.interop.registry, with a progress bar on a terminal.
 
 The storage options (``--layout``, ``--compression``, ``--chunk-size``) need
-an OCF target; OCF to OCF with them rewrites the checkpoint (ocf.formats.relayout).
+an OCF target; OCF to OCF with them rewrites the checkpoint (ocf.interop.ocf.relayout).
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ from typing import Any
 from ocf.cli.progress import progress
 from ocf.cli.stats import stored_bytes
 from ocf.format.errors import OCFError
-from ocf.formats.output import reporting_progress
-from ocf.formats.registry import OCF, by_name, detect_source, target_for
-from ocf.formats.registry import convert as run
-from ocf.objects.sources import open_source
+from ocf.interop.converting import convert as run
+from ocf.interop.converting import detect_source, target_for
+from ocf.interop.ocf import OCF
+from ocf.interop.output import reporting_progress
+from ocf.interop.registry import by_name, open_checkpoint
 
 
 def convert(args: argparse.Namespace) -> int:
@@ -24,7 +25,7 @@ def convert(args: argparse.Namespace) -> int:
     source = by_name(args.source_format) if args.source_format else detect_source(args.src)
     target = by_name(args.to) if args.to else target_for(args.dst)
     total = _size(args.src)
-    through_ocf = OCF not in (source.name, target.name)  # written twice: to OCF and out
+    through_ocf = OCF not in (source, target)  # written twice: to OCF and out
     bar = progress(total * (2 if through_ocf else 1), "convert")
     try:
         with reporting_progress(bar.update):
@@ -41,7 +42,7 @@ def convert(args: argparse.Namespace) -> int:
 def _size(path: str) -> int:
     """The bytes of tensor values at ``path``; 0 (no bar) when it does not open as is."""
     try:
-        with open_source(path, verify=False) as opened:  # only sizes are read here
+        with open_checkpoint(path, verify=False) as opened:  # only sizes are read here
             return sum(stored_bytes(opened, key) for key in opened)
     except OCFError:  # the conversion reports it, or reads it with --from
         return 0

@@ -6,7 +6,7 @@ metadata (as OCF holds it, so a safetensors file and its OCF conversion
 compare equal; keys recording only a layout, like ``safetensors.order``, are
 storage and not compared); and the object graphs, walked from both roots at once along
 edges of the same name. A TensorFlow checkpoint and its OCF conversion
-compare equal: both are read through ocf.objects.sources.
+compare equal: both are read through ocf.interop.registry.
 
 Values are equal as numbers: NaN equals NaN and -0.0 equals 0.0; with
 ``rtol``/``atol`` elements within ``atol + rtol * |b|`` are equal too
@@ -15,7 +15,7 @@ as float64 (complex128). For each tensor that differs the report gives the
 number of differing elements and the largest absolute and relative
 (``|a - b| / |b|``) differences over elements finite in both.
 
-Each tensor is read in pieces (ocf.objects.pieces) from both sides at once:
+Each tensor is read in pieces (ocf.format.pieces) from both sides at once:
 memory holds two pieces and their float64 copies, never two whole tensors.
 """
 
@@ -30,8 +30,8 @@ import numpy as np
 
 from ocf.format.metadata import MetadataValue
 from ocf.format.object_graph import ObjectGraph
-from ocf.objects.pieces import Piece, pieces, whole
-from ocf.objects.sources import Source, TensorSummary
+from ocf.format.pieces import Piece, pieces, whole
+from ocf.format.source import AnySource, TensorView
 
 # float64 bytes per piece, per side.
 PIECE_BYTES = 8 << 20
@@ -97,11 +97,11 @@ class Tolerance:
         return self.rtol == 0 and self.atol == 0
 
 
-def compare(a: Source, b: Source, tolerance: Tolerance,
+def compare(a: AnySource, b: AnySource, tolerance: Tolerance,
             advance: Callable[[int], object] = lambda n: None) -> Report:
     """Everything that differs between ``a`` and ``b``; ``advance(bytes)`` per piece."""
     report = Report()
-    a_keys, b_keys = a.keys(), set(b.keys())
+    a_keys, b_keys = list(a), set(b)
     in_a = set(a_keys)
     report.only_in_a = [k for k in a_keys if k not in b_keys]
     report.only_in_b = [k for k in b if k not in in_a]
@@ -118,19 +118,19 @@ def compare(a: Source, b: Source, tolerance: Tolerance,
     return report
 
 
-def comparable_bytes(a: Source, b: Source, key: str) -> int:
+def comparable_bytes(a: AnySource, b: AnySource, key: str) -> int:
     """What comparing ``key`` reads, for progress bars: its elements in float64."""
     x, y = a.summary(key), b.summary(key)
     return 0 if x.shape != y.shape else int(np.prod(x.shape, dtype=np.int64)) * 8
 
 
-def compare_tensor(a: Source, b: Source, key: str, tolerance: Tolerance,
+def compare_tensor(a: AnySource, b: AnySource, key: str, tolerance: Tolerance,
                    advance: Callable[[int], object]) -> TensorDiff | None:
     x, y = a.summary(key), b.summary(key)
-    found = TensorDiff(key, (x.dtype, y.dtype), (x.shape, y.shape))
+    found = TensorDiff(key, (x.dtype.name, y.dtype.name), (x.shape, y.shape))
     if x.shape != y.shape:
         return found
-    if (x.numpy is None) != (y.numpy is None):  # byte strings against numbers
+    if (x.dtype.numpy is None) != (y.dtype.numpy is None):  # byte strings against numbers
         return found
     elements = differing = 0
     for piece in _plan(x, y):
@@ -139,15 +139,16 @@ def compare_tensor(a: Source, b: Source, key: str, tolerance: Tolerance,
         elements += piece.size
         advance(piece.size * 8)
     found.elements, found.differing = elements, differing
-    if found.differing == 0 and x.dtype == y.dtype:
+    if found.differing == 0 and x.dtype.name == y.dtype.name:
         return None
     return found
 
 
-def _plan(x: TensorSummary, y: TensorSummary) -> Iterator[Piece]:
-    if x.numpy is None or y.numpy is None:
+def _plan(x: TensorView, y: TensorView) -> Iterator[Piece]:
+    x_numpy, y_numpy = x.dtype.numpy, y.dtype.numpy
+    if x_numpy is None or y_numpy is None:
         return iter([whole(x.shape)])
-    complex_values = x.numpy.kind == "c" or y.numpy.kind == "c"
+    complex_values = x_numpy.kind == "c" or y_numpy.kind == "c"
     return pieces(x.shape, 16 if complex_values else 8, PIECE_BYTES)
 
 

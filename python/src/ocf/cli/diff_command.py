@@ -13,8 +13,9 @@ from ocf.cli.diff import Report, TensorDiff, Tolerance, comparable_bytes, compar
 from ocf.cli.jsonout import emit
 from ocf.cli.managed import resolved
 from ocf.cli.progress import progress
-from ocf.cli.textformat import format_number
-from ocf.objects.sources import Source, open_source
+from ocf.format.source import AnySource
+from ocf.interop.registry import open_checkpoint
+from ocf.interop.text import format_number
 
 EQUAL, DIFFERENT, ERROR = 0, 1, 2
 # Characters of a metadata value shown in a text line.
@@ -23,7 +24,7 @@ MAX_SHOWN_VALUE = 120
 
 def diff(args: argparse.Namespace) -> int:
     tolerance = Tolerance(rtol=args.rtol, atol=args.atol)
-    with open_source(resolved(args.a)) as a, open_source(resolved(args.b)) as b:
+    with open_checkpoint(resolved(args.a)) as a, open_checkpoint(resolved(args.b)) as b:
         common = [k for k in a if k in b]
         bar = progress(sum(comparable_bytes(a, b, k) for k in common), "diff")
         try:
@@ -37,11 +38,11 @@ def diff(args: argparse.Namespace) -> int:
     return EQUAL if report.equal else DIFFERENT
 
 
-def _side(source: Source) -> dict[str, str]:
-    return {"path": source.path, "format": source.format_name}
+def _side(source: AnySource) -> dict[str, str]:
+    return {"path": str(source.path), "format": source.format_name}
 
 
-def _document(a: Source, b: Source, tolerance: Tolerance, report: Report) -> dict[str, Any]:
+def _document(a: AnySource, b: AnySource, tolerance: Tolerance, report: Report) -> dict[str, Any]:
     return {"a": _side(a), "b": _side(b), "equal": report.equal,
             "rtol": tolerance.rtol, "atol": tolerance.atol,
             "only_in_a": report.only_in_a, "only_in_b": report.only_in_b,
@@ -51,7 +52,7 @@ def _document(a: Source, b: Source, tolerance: Tolerance, report: Report) -> dic
             "objects": [d.as_dict() for d in report.objects]}
 
 
-def _print(a: Source, b: Source, report: Report) -> None:
+def _print(a: AnySource, b: AnySource, report: Report) -> None:
     print(f"--- {a.path} ({a.format_name})")
     print(f"+++ {b.path} ({b.format_name})")
     for key in report.only_in_a:

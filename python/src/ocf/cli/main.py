@@ -5,10 +5,10 @@
     ocf verify PATH [--json]
     ocf diff A B [--rtol R] [--atol A] [--json]
     ocf convert SRC DST [--to FORMAT] [--from FORMAT] [--layout L] [--compression C]
-                [--chunk-size N]   (see ocf.formats.registry)
+                [--chunk-size N]   (see ocf.interop.converting)
     ocf conformance [--impl COMMAND] [...]   (see ocf.conformance.harness)
 
-Every command reads every format OCF reads (ocf.objects.sources): OCF files
+Every command reads every format OCF reads (ocf.interop.registry): OCF files
 and directories, managed directories (their latest checkpoint), TensorFlow
 prefixes and checkpoint directories, safetensors files, npz archives.
 ``--json`` output is described by the JSON Schemas in ocf/cli/schemas/.
@@ -27,7 +27,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ocf import tensorflow as _tensorflow  # noqa: F401
 from ocf.cli.convert_command import convert
 from ocf.cli.diff_command import ERROR as DIFF_ERROR
 from ocf.cli.diff_command import diff
@@ -38,11 +37,7 @@ from ocf.cli.report_command import report
 from ocf.cli.tree import tree
 from ocf.cli.verify_command import verify
 from ocf.format.errors import OCFError
-
-# Every command reads every format OCF reads: these register as checkpoint sources.
-from ocf.formats import npz_source as _npz_source  # noqa: F401
-from ocf.formats import safetensors_source as _safetensors_source  # noqa: F401
-from ocf.formats.registry import names as format_names
+from ocf.interop.registry import names as format_names
 
 PATH_HELP = ("a checkpoint: OCF file or directory, managed directory, TensorFlow prefix or "
              "directory, .safetensors file, .npz archive")

@@ -19,9 +19,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from ocf.cli.textformat import format_size, format_table
 from ocf.format.container import INDEX_FILE_NAME
 from ocf.format.errors import NotFoundError
+from ocf.interop.text import format_size, format_table
 from ocf.objects.recovery import RecoveryWarning, number_of
 from ocf.objects.state_file import (
     STATE_FILE_NAME,

@@ -12,7 +12,8 @@ import numpy as np
 
 from ocf.cli.managed import latest_of
 from ocf.cli.stats import TensorStats, tensor_stats
-from ocf.objects.sources import Source, open_source
+from ocf.format.source import AnySource
+from ocf.interop.registry import open_checkpoint
 from ocf.objects.state_file import read_state
 
 # Values a histogram is drawn from, at most (an even sample of larger tensors).
@@ -38,19 +39,19 @@ class History:
     changes: dict[str, list[float]]  # key -> L2 norm of its change from the previous one
 
 
-def is_numeric(source: Source, key: str) -> bool:
-    numpy = source.summary(key).numpy
+def is_numeric(source: AnySource, key: str) -> bool:
+    numpy = source.summary(key).dtype.numpy
     return numpy is not None and numpy.kind in "biuf"
 
 
 def snapshot(path: str, histograms: int) -> Snapshot:
     """Sizes and statistics of every tensor of ``path``; histograms of the largest ones."""
-    with open_source(path) as source:
+    with open_checkpoint(path) as source:
         taken = Snapshot(path=str(source.path))
         keys = source.keys()
         for key in keys:
             summary = source.summary(key)
-            itemsize = 1 if summary.numpy is None else summary.numpy.itemsize
+            itemsize = 1 if summary.dtype.numpy is None else summary.dtype.numpy.itemsize
             taken.sizes[key] = prod(summary.shape) * itemsize
             taken.stats[key] = tensor_stats(source, key, lambda done: None)
         numeric = [key for key in keys if is_numeric(source, key)]
@@ -81,7 +82,7 @@ def history(directory: str, tensors: int) -> History:
     state = read_state(directory)
     names = [] if state is None else list(state.names)
     paths = [str(Path(directory) / name) for name in names]
-    with open_source(latest_of(directory)) as latest:
+    with open_checkpoint(latest_of(directory)) as latest:
         latest_keys = latest.keys()
         numeric = [k for k in latest_keys if is_numeric(latest, k)]
         largest = sorted(numeric, key=lambda k: -prod(latest.summary(k).shape))[:tensors]
@@ -89,7 +90,7 @@ def history(directory: str, tensors: int) -> History:
     changes: dict[str, list[float]] = {key: [] for key in largest}
     previous: dict[str, np.ndarray] = {}
     for path in paths:
-        with open_source(path) as source:
+        with open_checkpoint(path) as source:
             present = set(source.keys())
             current = {key: source.read_tensor(key).astype(np.float64)
                        for key in largest if key in present}

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ocf.cli.report_data import History, Snapshot, sizes_by_module
-from ocf.cli.textformat import format_size
+from ocf.interop.text import format_size
 
 try:
     import matplotlib

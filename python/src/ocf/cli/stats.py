@@ -3,7 +3,7 @@
 For each tensor: the number of elements, the counts of NaN, infinite and
 zero elements, and over its finite elements the minimum, maximum, mean and
 population standard deviation (ddof=0). The tensor is read in pieces
-(ocf.objects.pieces); each piece's count, mean and sum of squared
+(ocf.format.pieces); each piece's count, mean and sum of squared
 deviations are merged into the running ones with the pairwise update of
 Chan, Golub and LeVeque, which keeps the variance accurate where the
 textbook sum-of-squares formula cancels catastrophically. Integers and
@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from ocf.objects.pieces import Piece, pieces, whole
-from ocf.objects.sources import Source
+from ocf.format.pieces import Piece, pieces, whole
+from ocf.format.source import AnySource
 
 # Bytes of float64 values per piece: a piece and its temporaries stay within a few times this.
 PIECE_BYTES = 8 << 20
@@ -99,24 +99,26 @@ class TensorStats:
         }
 
 
-def piece_plan(source: Source, key: str, budget: int = PIECE_BYTES) -> Iterator[Piece]:
+def piece_plan(source: AnySource, key: str, budget: int = PIECE_BYTES) -> Iterator[Piece]:
     """The pieces to read ``key`` in: budgeted as float64 values, strings whole."""
     summary = source.summary(key)
-    if summary.numpy is None:
+    numpy = summary.dtype.numpy
+    if numpy is None:
         return iter([whole(summary.shape)])
-    return pieces(summary.shape, max(8, summary.numpy.itemsize), budget)
+    return pieces(summary.shape, max(8, numpy.itemsize), budget)
 
 
-def stored_bytes(source: Source, key: str) -> int:
+def stored_bytes(source: AnySource, key: str) -> int:
     """The bytes of a tensor's values (one per element for strings), for progress bars."""
     summary = source.summary(key)
-    return prod(summary.shape) * (1 if summary.numpy is None else summary.numpy.itemsize)
+    numpy = summary.dtype.numpy
+    return prod(summary.shape) * (1 if numpy is None else numpy.itemsize)
 
 
-def tensor_stats(source: Source, key: str, advance: Callable[[int], object]) -> TensorStats:
+def tensor_stats(source: AnySource, key: str, advance: Callable[[int], object]) -> TensorStats:
     """The statistics of tensor ``key``, read piece by piece; ``advance(bytes)`` after each."""
     stats = TensorStats()
-    numpy = source.summary(key).numpy
+    numpy = source.summary(key).dtype.numpy
     for piece in piece_plan(source, key):
         stats.add(source.read_piece(key, piece))
         advance(piece.size * (1 if numpy is None else numpy.itemsize))

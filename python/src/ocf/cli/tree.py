@@ -14,26 +14,27 @@ from typing import Any
 from ocf.cli.jsonout import emit
 from ocf.cli.managed import resolved
 from ocf.format.object_graph import Node, ObjectGraph, Origin
-from ocf.objects.sources import Source, open_source
+from ocf.format.source import AnySource
+from ocf.interop.registry import open_checkpoint
 
 
 def tree(args: argparse.Namespace) -> int:
-    with open_source(resolved(args.path), verify=False) as reader:
+    with open_checkpoint(resolved(args.path), verify=False) as reader:
         graph = reader.object_graph
         if args.json:
-            emit({"path": reader.path, "format": reader.format_name,
+            emit({"path": str(reader.path), "format": reader.format_name,
                   "object_graph": None if graph is None else graph_document(graph, reader)})
             return 0
         if graph is None:
             print(f"{reader.path}: a name-based checkpoint (no object graph); "
-                  f"{len(reader.keys())} tensors, see `ocf inspect`")
+                  f"{len(reader)} tensors, see `ocf inspect`")
             return 0
         for line in draw_tree(graph, reader, max_lines=args.max_lines):
             print(line)
     return 0
 
 
-def graph_document(graph: ObjectGraph, reader: Source) -> dict[str, Any]:
+def graph_document(graph: ObjectGraph, reader: AnySource) -> dict[str, Any]:
     """The object graph as ``tree --json`` reports it: its nodes, each with the edge
     its canonical path ends with (its origin), its edges by node number, and its
     attributes with their tensors. Linear in the graph, however deep."""
@@ -42,7 +43,8 @@ def graph_document(graph: ObjectGraph, reader: Source) -> dict[str, Any]:
         attributes = {}
         for name, key in node.attributes.items():
             summary = reader.summary(key)
-            attributes[name] = {"key": key, "dtype": summary.dtype, "shape": list(summary.shape)}
+            attributes[name] = {"key": key, "dtype": summary.dtype.name,
+                                "shape": list(summary.shape)}
         origin = graph.origins[number]
         nodes.append({"id": number, "type": node.type_name,
                       "origin": None if origin is None else {
@@ -62,7 +64,7 @@ MAX_DRAWN_DEPTH = 64
 MAX_SHOWN_PATH = 160
 
 
-def draw_tree(graph: ObjectGraph, reader: Source, *, max_lines: int | None = None
+def draw_tree(graph: ObjectGraph, reader: AnySource, *, max_lines: int | None = None
               ) -> Iterator[str]:
     """The lines drawing the object graph from the root, one at a time.
 
@@ -88,7 +90,7 @@ def draw_tree(graph: ObjectGraph, reader: Source, *, max_lines: int | None = Non
         work.extend(reversed(_lines_of(graph, reader, *item)))
 
 
-def _lines_of(graph: ObjectGraph, reader: Source, node: int, indent: str, depth: int
+def _lines_of(graph: ObjectGraph, reader: AnySource, node: int, indent: str, depth: int
               ) -> list[str | tuple[int, str, int]]:
     """The lines of ``node``'s entries, and the children to expand below them."""
     entries = _entries(graph, reader, node)
@@ -108,7 +110,7 @@ def _lines_of(graph: ObjectGraph, reader: Source, node: int, indent: str, depth:
     return todo
 
 
-def _entries(graph: ObjectGraph, reader: Source, node: int
+def _entries(graph: ObjectGraph, reader: AnySource, node: int
              ) -> list[tuple[str, int | None, bool]]:
     """(label, child node or None, whether the child is drawn here) per line.
 
@@ -119,7 +121,7 @@ def _entries(graph: ObjectGraph, reader: Source, node: int
     entries: list[tuple[str, int | None, bool]] = []
     for name, key in stored.attributes.items():
         info = reader.summary(key)
-        entries.append((f".{name}: {info.dtype} {list(info.shape)}", None, False))
+        entries.append((f".{name}: {info.dtype.name} {list(info.shape)}", None, False))
     for name, child_id in stored.children.items():
         entries.append((name, child_id, graph.origins[child_id] == Origin(node, name)))
     for slot in stored.slots:

@@ -3,7 +3,8 @@
 OCF checks every chunk's CRC-32C, each codec's framing, byte strings and
 booleans; TensorFlow each tensor's masked CRC-32C; npz each member's ZIP
 CRC-32; safetensors has no checksums, so only its structure is checked (and
-the output says so). Tensors are read piece by piece (ocf.objects.pieces),
+the output says so); each format says what it checks (ocf.interop.base).
+Tensors are read piece by piece (ocf.format.pieces),
 so memory stays bounded however large they are.
 """
 
@@ -16,59 +17,58 @@ from ocf.cli.jsonout import emit
 from ocf.cli.managed import resolved
 from ocf.cli.progress import progress
 from ocf.cli.stats import piece_plan, stored_bytes
-from ocf.cli.textformat import format_size
-from ocf.formats.safetensors_source import SafetensorsSource
-from ocf.objects.sources import OCFSource, Source, open_source
+from ocf.format.source import AnySource
+from ocf.interop.base import Format
+from ocf.interop.ocf import OCF
+from ocf.interop.registry import format_of
+from ocf.interop.text import format_size
 
 # Bytes of one piece read while verifying.
 PIECE_BYTES = 16 << 20
-CHECKS = {"OCF": "CRC-32C of every chunk", "TensorFlow": "CRC-32C of every tensor",
-          "npz": "CRC-32 of every member", "safetensors": "none: safetensors has no checksums"}
 
 
 def verify(args: argparse.Namespace) -> int:
-    with open_source(resolved(args.path), verify=True) as source:
-        checked = read_everything(source)
+    path = resolved(args.path)
+    found = format_of(path)
+    with found.open(path, verify=True) as source:
+        checked = read_everything(found, source)
         document: dict[str, Any] = {
-            "ok": True, "path": source.path, "format": source.format_name,
-            "tensors": len(source.keys()), "bytes": checked,
-            "checksums": source.format_name != "safetensors",
-            "checked": CHECKS.get(source.format_name, "what the format holds")}
+            "ok": True, "path": str(source.path), "format": source.format_name,
+            "tensors": len(source), "bytes": checked,
+            "checksums": found.checksums,
+            "checked": found.checks}
         if args.json:
             emit(document)
         else:
-            print(_line(source, checked))
+            print(_line(found, source, checked))
     return 0
 
 
-def read_everything(source: Source) -> int:
+def read_everything(found: Format, source: AnySource) -> int:
     """Read every piece of every tensor; the bytes checked (stored bytes for OCF)."""
-    if isinstance(source, OCFSource):  # the order of a full verification [R-VERIFY-001]:
-        _ = source.reader.object_graph  # the object graph, before any tensor byte
-    keys = source.keys()
+    # The order of a full verification [R-VERIFY-001]: the object graph, before any
+    # tensor byte.
+    _ = source.object_graph
+    keys = list(source)
     total = sum(stored_bytes(source, k) for k in keys)
     bar = progress(total, "verify")
     try:
         for key in keys:
-            numpy = source.summary(key).numpy
+            numpy = source.summary(key).dtype.numpy
             for piece in piece_plan(source, key, PIECE_BYTES):
                 source.read_piece(key, piece)
                 bar.update(piece.size * (1 if numpy is None else numpy.itemsize))
     finally:
         bar.close()
-    if isinstance(source, OCFSource):
-        return sum(info.stored_length for info in source.reader.values())
-    if isinstance(source, SafetensorsSource):
-        return source.size
-    return total
+    return found.checked_bytes(source, total)
 
 
-def _line(source: Source, checked: int) -> str:
-    count = len(source.keys())
-    if source.format_name == "OCF":
+def _line(found: Format, source: AnySource, checked: int) -> str:
+    count = len(source)
+    if found is OCF:
         return f"OK: {source.path}: {count} tensors, {format_size(checked)} checked"
-    if source.format_name == "safetensors":
+    if not found.checksums:
         return (f"OK: {source.path}: {count} tensors read, {format_size(checked)}; "
-                "safetensors has no checksums, so only the structure was checked")
+                f"{found.title} has no checksums, so only the structure was checked")
     return (f"OK: {source.path}: {count} tensors read and checked ({source.format_name} "
             f"checkpoint), {format_size(checked)}")

@@ -43,6 +43,9 @@ class Dtype:
     def is_bytes(self) -> bool:
         return self.kind is None
 
+    def __str__(self) -> str:
+        return self.name  # what messages and tables show
+
 
 # The NumPy dtype of each kind, once made.
 _NUMPY: dict[type[np.generic] | str, np.dtype[np.generic]] = {}
@@ -77,6 +80,15 @@ _BY_NUMPY: dict[np.dtype[np.generic], Dtype] = {
     as_numpy(row.kind): row for row in TABLE if isinstance(row.kind, type)
 }
 BYTES = BY_NAME["bytes"]
+
+
+def foreign(name: str, numpy: np.dtype[np.generic] | None) -> Dtype:
+    """A dtype another format has and OCF lacks (TensorFlow's qint8, int4, ...): its
+    name there and the NumPy dtype its values are read as (None: not readable as an
+    array); its code is DTYPE_UNSPECIFIED, as no OCF checkpoint stores it."""
+    if numpy is None:
+        return Dtype(tensor_pb2.DTYPE_UNSPECIFIED, name, None, 0)
+    return Dtype(tensor_pb2.DTYPE_UNSPECIFIED, name, numpy.type, numpy.itemsize)
 
 
 def from_code(code: int) -> Dtype | None:

@@ -20,6 +20,8 @@ from ocf.format.metadata import NODE_METADATA_LEVEL, MetadataValue, decode_map, 
 from ocf.v1 import object_graph_pb2
 
 SLOT_COMPONENT = ".slot"
+# The attribute under which a variable's value is stored (spec/objects.md).
+VALUE = "value"
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,3 +296,11 @@ def encode_graph(nodes: Sequence[Node], out: object_graph_pb2.ObjectGraph) -> No
             stored.slot_variables.add(original_variable_node_id=slot.variable,
                                       slot_name=slot.name, slot_variable_node_id=slot.slot_node)
         encode_map(node.metadata, stored.metadata, NODE_METADATA_LEVEL)
+
+
+def escape_name(key: str) -> str:
+    """A dict key as an edge name: '%', '/' and NUL percent-encoded, and a leading '.'."""
+    if not key:
+        raise InvalidError("dict keys stored in a checkpoint must be non-empty strings")
+    escaped = key.replace("%", "%25").replace("/", "%2F").replace("\0", "%00")
+    return "%2E" + escaped[1:] if escaped.startswith(".") else escaped

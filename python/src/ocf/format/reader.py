@@ -13,7 +13,7 @@ the block reader (:mod:`ocf.format.reading.blocks`) reads and checks them.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
 from math import prod
 from types import TracebackType
@@ -33,9 +33,11 @@ from ocf.format.index.tables import SmallPlain
 from ocf.format.memory import allocate, needing
 from ocf.format.metadata import MetadataValue
 from ocf.format.object_graph import ObjectGraph, decode_graph
+from ocf.format.pieces import Piece
 from ocf.format.raw import check_bool, decode_strings
 from ocf.format.reading.blocks import BlockReader, GroupRead, runs
 from ocf.format.slicing import Box, as_array_index, chunks_touching, intersect, select
+from ocf.format.source import Source
 from ocf.format.storage.backend import Input, backend_of
 from ocf.format.storage.location import Location, StorageOptions, locate
 
@@ -51,8 +53,9 @@ def _ascii_folded(name: str) -> bytes:
     return name.encode("utf-8", "surrogateescape").upper()
 
 
-class Reader(Mapping[str, TensorInfo]):
-    """An open checkpoint: a read-only mapping from key to :class:`TensorInfo`.
+class Reader(Source[TensorInfo]):
+    """An open OCF checkpoint: a read-only mapping from key to :class:`TensorInfo`, the
+    :class:`~ocf.format.source.Source` of the OCF format.
 
     Examples:
         >>> with ocf.Reader("model.ocf") as reader:  # reads the index only
@@ -60,6 +63,8 @@ class Reader(Mapping[str, TensorInfo]):
         ...     kernel = reader.get_tensor("dense/kernel")  # zero-copy, CRC-checked
         ...     rows = reader.get_slice("dense/kernel", np.s_[:8])  # only the chunks it needs
     """
+
+    format_name = "OCF"
 
     def __init__(self, path: str | os.PathLike[str], *, verify: bool = True,
                  storage_options: StorageOptions | None = None) -> None:
@@ -113,7 +118,7 @@ class Reader(Mapping[str, TensorInfo]):
     def _read_index(self, own: Input) -> Index:
         data, footer = read_index_bytes(own)
         self.format_version = (footer.format_major, footer.format_minor)
-        # Tells this checkpoint from one written over it later (ocf.objects.sources).
+        # Tells this checkpoint from one written over it later (ocf.interop).
         self.index_identity = (footer.index_length, footer.index_crc32c)
         with needing(len(data), "decoding the index", path=own.path):
             return decode_index(data, str(own.path), footer.index_offset)
@@ -135,6 +140,11 @@ class Reader(Mapping[str, TensorInfo]):
     @property
     def metadata(self) -> dict[str, MetadataValue]:
         return self.index.metadata
+
+    @property
+    def identity(self) -> tuple[int, int]:
+        """The length and CRC-32C of the index as opened."""
+        return self.index_identity
 
     @property
     def mappable(self) -> bool:
@@ -300,6 +310,10 @@ class Reader(Mapping[str, TensorInfo]):
             region = self._read_region(info, selection.box, mapped=mapped)
             result: np.ndarray = selection.apply(region).copy()
         return result
+
+    def read_piece(self, key: str, piece: Piece) -> np.ndarray:
+        """``tensor[piece.index]``, its chunks read rather than mapped."""
+        return self.get_slice(key, piece.index, mapped=False)
 
     def verify_tensor(self, key: str) -> None:
         """Check the stored bytes of tensor ``key`` against their checksums, without

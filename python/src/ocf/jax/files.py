@@ -17,7 +17,7 @@ from ocf.format.flat import Converted, write_arrays
 from ocf.format.storage.backend import Layout
 from ocf.format.storage.location import StorageOptions
 from ocf.jax._framework import jax
-from ocf.jax.pytree import to_numpy
+from ocf.jax.tree_view import to_numpy
 
 
 @overload

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from ocf.jax._framework import jax
-from ocf.jax.pytree import Container, Leaf
+from ocf.jax.tree_view import Container, Leaf
 
 OPTIMIZER_MODULES = ("optax",)
 PARAMS_EDGE = "params"

@@ -72,8 +72,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ocf.format.errors import InvalidError
-from ocf.jax.pytree import Container, Leaf, Receiver, exact_scalar
 from ocf.jax.slots import is_optimizer_state
+from ocf.jax.tree_view import Container, Leaf, Receiver, exact_scalar
 from ocf.objects.tracking import VALUE
 
 

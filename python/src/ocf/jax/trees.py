@@ -20,14 +20,14 @@ from ocf.format.metadata import MetadataValue
 from ocf.format.object_graph import ObjectGraph
 from ocf.format.storage.backend import Layout
 from ocf.format.storage.location import StorageOptions
+from ocf.interop.registry import open_checkpoint
 from ocf.jax import slots
-from ocf.jax.pytree import Container, Leaf, TreeView
 from ocf.jax.staleness import LeafMemory
 from ocf.jax.translations import Translation
+from ocf.jax.tree_view import Container, Leaf, TreeView
 from ocf.objects.restoring import NameMap
 from ocf.objects.restoring import restore as restore_objects
 from ocf.objects.saving import save_root
-from ocf.objects.sources import open_source
 from ocf.objects.tracking import VALUE
 
 
@@ -146,7 +146,7 @@ def _listed(what: str, paths: Sequence[str]) -> str:
 
 def _object_graph(path: str, storage_options: StorageOptions | None) -> ObjectGraph | None:
     # The index only: no tensor is read.
-    source = open_source(path, verify=False, storage_options=storage_options)
+    source = open_checkpoint(path, verify=False, storage_options=storage_options)
     try:
         return source.object_graph
     finally:

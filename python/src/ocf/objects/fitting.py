@@ -18,11 +18,11 @@ from typing import Any
 import numpy as np
 
 from ocf.format.errors import InvalidError
-from ocf.objects.sources import TensorSummary
+from ocf.format.source import TensorView
 from ocf.objects.tracking import Expected
 
 
-def fitted_dtype(stored: TensorSummary, expected: Expected, *, cast: bool, key: str,
+def fitted_dtype(stored: TensorView, expected: Expected, *, cast: bool, key: str,
                  path: str) -> np.dtype[Any] | None:
     """The dtype to cast the value to (None: keep it as read); INVALID naming the
     key and file when the shapes differ, or the dtypes do and ``cast`` is False."""
@@ -30,10 +30,10 @@ def fitted_dtype(stored: TensorSummary, expected: Expected, *, cast: bool, key: 
     if tuple(stored.shape) != tuple(shape):
         raise InvalidError(f"cannot restore a tensor of shape {list(stored.shape)} into a "
                            f"{what} of shape {list(shape)}", path=path, key=key)
-    if stored.numpy is None or dtype.kind == "O" or stored.numpy == dtype:
+    if stored.dtype.numpy is None or dtype.kind == "O" or stored.dtype.numpy == dtype:
         return None
     if not cast:
-        raise InvalidError(f"the checkpoint holds {stored.dtype}, the {what} is "
+        raise InvalidError(f"the checkpoint holds {stored.dtype.name}, the {what} is "
                            f"{dtype.name}: restore(..., cast=True) casts", path=path, key=key)
     return dtype
 

@@ -32,7 +32,7 @@ from math import prod
 
 import numpy as np
 
-from ocf.objects.sources import Source
+from ocf.format.source import AnySource
 
 # Bytes of values a restore pass reads ahead and keeps for the copy; values beyond
 # are checked first and read a second time.
@@ -42,14 +42,15 @@ READ_AHEAD_BYTES = 256 << 20
 class ReadAhead:
     """The values of ``keys``, every one read or checked when this is made."""
 
-    def __init__(self, source: Source, keys: Iterable[str]) -> None:
+    def __init__(self, source: AnySource, keys: Iterable[str]) -> None:
         self._source = source
         self._kept: dict[str, np.ndarray] = {}
         room = READ_AHEAD_BYTES
         for key in dict.fromkeys(keys):
             summary = source.summary(key)
             # Byte strings have no size before they are read: they are read.
-            size = None if summary.numpy is None else prod(summary.shape) * summary.numpy.itemsize
+            numpy = summary.dtype.numpy
+            size = None if numpy is None else prod(summary.shape) * numpy.itemsize
             if size is not None and size > room:
                 source.verify_tensor(key)  # raises now, before any copy
                 continue

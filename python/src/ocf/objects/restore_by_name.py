@@ -13,17 +13,17 @@ from typing import Any
 
 import numpy as np
 
+from ocf.format.source import AnySource
 from ocf.objects.fitting import cast_values, fitted_dtype
 from ocf.objects.read_ahead import ReadAhead
 from ocf.objects.restore_status import ByName, RestoreMismatchError, RestoreStatus
 from ocf.objects.saving import LiveObjects, collect_names
-from ocf.objects.sources import Source
 from ocf.objects.tracking import VALUE, Tracked, track
 
 NameMap = Mapping[str, str] | Callable[[str], str]
 
 
-def restore_by_name(root: object, reader: Source, name_map: NameMap | None, strict: bool,
+def restore_by_name(root: object, reader: AnySource, name_map: NameMap | None, strict: bool,
                      cast: bool) -> RestoreStatus:
     """Each live tensor takes the stored tensor its mapped key names; all are checked
     before the first is handed over."""
@@ -42,12 +42,12 @@ def restore_by_name(root: object, reader: Source, name_map: NameMap | None, stri
                     if attribute in expected:
                         casts[attribute] = fitted_dtype(reader.summary(stored),
                                                         expected[attribute], cast=cast,
-                                                        key=stored, path=reader.path)
+                                                        key=stored, path=str(reader.path))
                     by_name.used.add(stored)
                     by_name.restored.add(key)
             if keys:
                 plan.append((view, keys, casts))
-        status = RestoreStatus(root, reader.path, None, by_name)
+        status = RestoreStatus(root, str(reader.path), None, by_name)
         if strict:
             _judge_by_name(status, live, name_map)
         ahead = ReadAhead(reader, [k for _, keys, _ in plan for k in keys.values()])
@@ -76,7 +76,7 @@ def _judge_by_name(status: RestoreStatus, live: LiveObjects, name_map: NameMap |
         raise RestoreMismatchError(f"{exc.detail}; {_FLAT_HINT}", path=exc.path) from None
 
 
-def _stored_key(reader: Source, name_map: NameMap | None, key: str) -> str | None:
+def _stored_key(reader: AnySource, name_map: NameMap | None, key: str) -> str | None:
     """The checkpoint key holding the value of the live ``key``, None if none does:
     the mapped key; without a map, the key itself, else its dotted ``state_dict``
     form (a PyTorch state dict saved flat: ``fc1/weight/.value`` is ``fc1.weight``)."""

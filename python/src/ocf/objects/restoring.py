@@ -22,7 +22,7 @@ fails the deferred restore instead of mixing values of two checkpoints.
 
 The checkpoint can be an OCF checkpoint or a TensorFlow one (a
 ``tf.train.Checkpoint`` prefix, or a ``tf.compat.v1.train.Saver`` one, restored
-by name): both are read through :mod:`ocf.objects.sources`, so the matching, the
+by name): both are read through :mod:`ocf.interop.registry`, so the matching, the
 restore-on-create and the status assertions are the same for both.
 """
 
@@ -40,7 +40,9 @@ import numpy as np
 
 from ocf.format.errors import InvalidError, NotFoundError, OCFError
 from ocf.format.object_graph import ObjectGraph, SlotRef
+from ocf.format.source import AnySource
 from ocf.format.storage.location import StorageOptions
+from ocf.interop.registry import open_checkpoint
 from ocf.objects.fitting import cast_values, fitted_dtype
 from ocf.objects.path_listing import ROOT_SHOWN_AS, CheckpointPaths
 from ocf.objects.read_ahead import ReadAhead
@@ -53,7 +55,6 @@ from ocf.objects.restore_status import (
     RestoreMismatchError,
     RestoreStatus,
 )
-from ocf.objects.sources import Source, open_source
 from ocf.objects.tracking import Tracked, defer, is_trackable, track
 
 __all__ = ["NameMap", "Rename", "RestoreMismatchError", "RestoreStatus", "check_restorable",
@@ -66,13 +67,13 @@ class _Opener:
     reopen the path and refuse a checkpoint other than the first one.
     """
 
-    def __init__(self, first: Source, reopen: Callable[[], Source]) -> None:
-        self._first: Source | None = first
+    def __init__(self, first: AnySource, reopen: Callable[[], AnySource]) -> None:
+        self._first: AnySource | None = first
         self._reopen = reopen
         self._identity = first.identity
         self._path = first.path
 
-    def __call__(self) -> Source:
+    def __call__(self) -> AnySource:
         if self._first is not None:
             first, self._first = self._first, None
             return first
@@ -103,7 +104,7 @@ class _Session:
     matched: dict[int, object] = field(default_factory=dict)
     slots_done: set[int] = field(default_factory=set)
     waiting_slots: dict[int, list[tuple[int, SlotRef]]] = field(default_factory=dict)
-    reader: Source | None = None  # open during a pass of matching only
+    reader: AnySource | None = None  # open during a pass of matching only
     renamed: Renamed | None = None  # where renamed checkpoint objects are found
 
 
@@ -203,7 +204,7 @@ class _Session:
         expected = view.expected_tensors() if stored.attributes else {}
         assert self.reader is not None, "values are checked during a pass only"
         casts = {name: fitted_dtype(self.reader.summary(key), expected[name], cast=self.cast,
-                                    key=key, path=self.reader.path)
+                                    key=key, path=str(self.reader.path))
                  for name, key in stored.attributes.items() if name in expected}
         if stored.metadata:
             with self._naming_file(key=None), self._naming_object(node):
@@ -350,7 +351,7 @@ def restore(root: object, path: str | os.PathLike[str], *, start: str = "",
     ``path`` may also name a TensorFlow checkpoint (its prefix, as
     ``tf.train.Checkpoint.save`` returns it); TensorFlow's object graph is
     matched like OCF's, its variables' ``VARIABLE_VALUE`` arriving as
-    ``value`` (ocf.tensorflow.objects). TensorFlow is not needed.
+    ``value`` (ocf.interop.tensorflow.objects). TensorFlow is not needed.
 
     A URL (``s3://bucket/run/ckpt-3``) is read through fsspec, with
     ``storage_options`` (endpoint_url, key, secret, ...) given to it.
@@ -368,7 +369,7 @@ def _restore(root: object, path: str, start: str, strict: bool, cast: bool,
              name_map: NameMap | None, rename: Callable[[str], str] | None, verify: bool,
              storage_options: StorageOptions | None) -> RestoreStatus:
     check_restorable(root)
-    reader = open_source(path, verify=verify, storage_options=storage_options)
+    reader = open_checkpoint(path, verify=verify, storage_options=storage_options)
     try:
         graph = reader.object_graph
     except BaseException:
@@ -381,7 +382,7 @@ def _restore(root: object, path: str, start: str, strict: bool, cast: bool,
     if begin is None:
         reader.close()
         raise NotFoundError(f"the checkpoint has no object at {start!r}", path=path)
-    reopen = functools.partial(open_source, path, verify=verify,
+    reopen = functools.partial(open_checkpoint, path, verify=verify,
                                storage_options=storage_options)
     session = _Session(_Opener(reader, reopen), graph, _reachable(graph, begin), cast)
     if rename is not None:

@@ -29,8 +29,8 @@ from ocf.format.errors import (
 )
 from ocf.format.storage.backend import backend_of
 from ocf.format.storage.location import StorageOptions, join_path, locate, url_scheme
+from ocf.interop.registry import latest_in
 from ocf.objects.recovery import announce, is_committed, scan, usable_state_error
-from ocf.objects.sources import foreign_latest
 
 STATE_FILE_NAME = "checkpoint.json"
 STATE_FORMAT = "ocf-checkpoint-state"
@@ -263,7 +263,7 @@ def latest_checkpoint(directory: StrPath, storage_options: StorageOptions | None
     """
     directory = os.fspath(directory)
     if url_scheme(directory) is None and not (Path(directory) / STATE_FILE_NAME).exists():
-        foreign = foreign_latest(directory)
+        foreign = latest_in(directory)
         if foreign is not None:
             return foreign
     state = recovered_state(directory, None, storage_options, time.time())

@@ -70,8 +70,9 @@ import numpy as np
 
 from ocf.format.errors import InvalidError
 from ocf.format.metadata import MetadataValue
+from ocf.format.object_graph import VALUE as VALUE  # re-exported for the adapters
+from ocf.format.object_graph import escape_name as escape_name
 
-VALUE = "value"
 # The shape and dtype a restored value must have, and what the target is, for
 # messages ("Parameter"): ocf_expected_tensors.
 Expected = tuple[tuple[int, ...], np.dtype[Any], str]
@@ -176,14 +177,6 @@ class Tracked:
 
 
 # -- built-in types -------------------------------------------------------------
-
-
-def escape_name(key: str) -> str:
-    """A dict key as an edge name: '%', '/' and NUL percent-encoded, and a leading '.'."""
-    if not key:
-        raise InvalidError("dict keys stored in a checkpoint must be non-empty strings")
-    escaped = key.replace("%", "%25").replace("/", "%2F").replace("\0", "%00")
-    return "%2E" + escaped[1:] if escaped.startswith(".") else escaped
 
 
 class _ArrayAdapter:

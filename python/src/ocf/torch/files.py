@@ -19,9 +19,10 @@ from ocf.format.async_save import SaveHandle
 from ocf.format.errors import InvalidError, NotFoundError
 from ocf.format.flat import Converted, write_arrays
 from ocf.format.reader import Reader
+from ocf.format.source import AnySource
 from ocf.format.storage.backend import Layout
 from ocf.format.storage.location import StorageOptions
-from ocf.objects.sources import foreign_format
+from ocf.interop.registry import is_ocf, open_checkpoint
 from ocf.torch._framework import torch
 from ocf.torch.mapped import MappedTensors
 from ocf.torch.tensors import from_numpy, is_uninitialized, to_numpy
@@ -89,7 +90,7 @@ def load_file(path: str | os.PathLike[str], keys: Iterable[str] | None = None, *
         >>> state_dict = ocf.torch.load_file("weights.ocf")  # zero-copy CPU tensors
         >>> on_gpu = ocf.torch.load_file("weights.ocf", device="cuda:0")
     """
-    if foreign_format(path) is not None:  # TensorFlow, safetensors, npz: read, not mapped
+    if not is_ocf(path):  # TensorFlow, safetensors, npz: read, not mapped
         arrays = ocf_numpy.load_file(path, keys, verify=verify)
         loaded = {key: place(from_numpy(array, key), key, device)
                   for key, array in arrays.items()}
@@ -115,9 +116,20 @@ def place(tensor: torch.Tensor, key: str, device: Device) -> torch.Tensor:
     return tensor if target.type == "cpu" else tensor.to(target)
 
 
-def _object_hint(reader: Reader) -> str:
+def _tensors(source: AnySource, keys: list[str]) -> dict[str, torch.Tensor]:
+    """CPU tensors for ``keys``: mapped from an OCF file, read from other formats."""
+    if isinstance(source, Reader):
+        mapped = MappedTensors(source)
+        return {key: mapped.tensor(key) for key in keys}
+    return {key: from_numpy(source.read_tensor(key), key) for key in keys}
+
+
+def _object_hint(source: AnySource) -> str:
     """Where a flat load of an object-based checkpoint should have gone."""
-    if reader.index.graph_message is None:
+    if isinstance(source, Reader):
+        if source.index.graph_message is None:  # without decoding the graph
+            return ""
+    elif source.object_graph is None:
         return ""
     return ("; this is an object-based checkpoint (ocf.torch.save, ocf.Checkpoint): restore "
             "it with ocf.torch.restore(path, {\"model\": model, ...})")
@@ -142,13 +154,15 @@ def load_model(model: torch.nn.Module, path: str | os.PathLike[str], *, strict: 
     ``strict``) a key of the file the model lacks INVALID, each naming the
     key. Returns the missing and unexpected keys, as torch does. Values are
     copied into the model's tensors (cast to their dtypes), straight from
-    the file mapping; lazy modules materialise from them.
+    the file mapping; lazy modules materialise from them. ``path`` may be a
+    checkpoint of any format OCF reads (safetensors, npz, a TensorFlow prefix),
+    whose tensors are read rather than mapped.
 
     Examples:
         >>> missing, unexpected = ocf.torch.load_model(net, "weights.ocf", strict=False)
     """
     expected = model.state_dict()
-    with Reader(path, verify=verify) as reader:
+    with open_checkpoint(path, verify=verify) as reader:
         missing = [key for key in expected if key not in reader]
         unexpected = [key for key in reader if key not in expected]
         if strict and missing:
@@ -165,7 +179,6 @@ def load_model(model: torch.nn.Module, path: str | os.PathLike[str], *, strict: 
                 raise InvalidError(f"the checkpoint's tensor has shape {list(reader[key].shape)}"
                                    f", the model's {list(target.shape)}", path=reader.path,
                                    key=key)
-        mapped = MappedTensors(reader)
-        loaded = {key: mapped.tensor(key) for key in expected if key in reader}
+        loaded = _tensors(reader, [key for key in expected if key in reader])
     model.load_state_dict(loaded, strict=False)
     return missing, unexpected

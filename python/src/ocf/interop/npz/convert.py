@@ -44,7 +44,7 @@ from ocf.format.memory import allocate, out_of_memory
 from ocf.format.reader import Reader
 from ocf.format.storage.local import atomic_output
 from ocf.format.writer import Writer
-from ocf.formats.output import open_source, warn_dropped, with_path, written
+from ocf.interop.output import open_source, warn_dropped, with_path, written
 
 MEMBER_SUFFIX = ".npy"
 # The OCF dtypes NumPy has built in; .npy files name only these.

@@ -1,9 +1,9 @@
-"""A NumPy ``.npz`` archive read the way OCF reads its own (see ocf.objects.sources).
+"""A NumPy ``.npz`` archive as a :class:`ocf.format.source.Source`.
 
-Importing this module registers ``.npz`` files as a foreign format, so
 ``ocf.open``, ``ocf.load_file``, ``ocf.list_variables`` and every ``ocf``
-command read them. The archive and each member are checked as the converter
-checks them (ocf.formats.npz): sizes against the file, never pickle. A piece
+command read it through this class (the format's registry entry,
+ocf.interop.npz, opens it). The archive and each member are checked as the
+converter checks them (ocf.interop.npz.convert): sizes against the file, never pickle. A piece
 of a tensor is read from the member's stream; pieces read in order share
 one stream, so going through a deflated member piece by piece decompresses
 it once. A Fortran-ordered member, whose C-order runs are not contiguous in
@@ -26,16 +26,16 @@ import numpy as np
 from ocf.format import dtypes
 from ocf.format.errors import MalformedError
 from ocf.format.metadata import MetadataValue
-from ocf.formats.file_source import FileSource, has_suffix
-from ocf.formats.npz import (
+from ocf.format.pieces import Piece
+from ocf.format.source import TensorSummary
+from ocf.interop.file_source import FileSource
+from ocf.interop.npz.convert import (
     MEMBER_SUFFIX,
     ZIP_ERRORS,
     checked_members,
     read_member,
     read_npy_header,
 )
-from ocf.objects.pieces import Piece
-from ocf.objects.sources import ForeignFormat, TensorSummary, register_foreign_format
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class _Stream:
 
 
 class NpzSource(FileSource[zipfile.ZipInfo]):
-    """An ``.npz`` archive as an :class:`ocf.objects.sources.Source`."""
+    """An ``.npz`` archive as an :class:`ocf.format.source.Source`."""
 
     format_name = "npz"
 
@@ -98,10 +98,10 @@ class NpzSource(FileSource[zipfile.ZipInfo]):
             raise MalformedError(f"not a readable .npz (ZIP) archive: {exc}", path=self.path,
                                  key=key) from None
 
-    def summary(self, key: str) -> TensorSummary:
+    def _view(self, key: str) -> TensorSummary:
         member = self._member(key)
         little = member.dtype.newbyteorder("<")
-        return TensorSummary(dtypes.for_array(np.empty(0, little)).name, member.shape, little)
+        return TensorSummary(key, dtypes.for_array(np.empty(0, little)), member.shape)
 
     def read_tensor(self, key: str) -> np.ndarray:
         member = self._member(key)
@@ -157,10 +157,3 @@ class NpzSource(FileSource[zipfile.ZipInfo]):
         self._archive.close()
         super().close()
 
-
-def is_npz(path: str) -> bool:
-    return has_suffix(path, ".npz")
-
-
-NPZ = ForeignFormat("npz", is_npz, NpzSource.opened)
-register_foreign_format(NPZ)

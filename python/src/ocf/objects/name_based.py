@@ -8,7 +8,7 @@ checkpoint without a Saver.
 
 All three also read TensorFlow checkpoints (the prefix a
 ``tf.compat.v1.train.Saver`` or ``tf.train.Checkpoint`` wrote), through
-:mod:`ocf.objects.sources`, without TensorFlow: a partitioned variable is read
+:mod:`ocf.interop.registry`, without TensorFlow: a partitioned variable is read
 whole, and a string tensor as an object array of ``bytes``.
 """
 
@@ -23,7 +23,7 @@ from ocf.format.errors import InvalidError
 from ocf.format.flat import write_arrays
 from ocf.format.storage.backend import Layout
 from ocf.format.storage.location import StorageOptions
-from ocf.objects.sources import open_source
+from ocf.interop.registry import open_checkpoint
 
 
 class Saver:
@@ -74,14 +74,14 @@ class Saver:
         failed restore leaves all arrays as they were. ``storage_options``
         go to fsspec for a URL such as ``s3://bucket/model``.
         """
-        reader = open_source(path, verify=verify, storage_options=storage_options)
+        reader = open_checkpoint(path, verify=verify, storage_options=storage_options)
         try:
             for name, target in self.var_list.items():
                 info = reader.summary(name)
-                if info.numpy != target.dtype.newbyteorder("<") and not (
-                    info.numpy is None and target.dtype == object
+                if info.dtype.numpy != target.dtype.newbyteorder("<") and not (
+                    info.dtype.numpy is None and target.dtype == object
                 ):
-                    raise InvalidError(f"checkpoint has dtype {info.dtype}, the array "
+                    raise InvalidError(f"checkpoint has dtype {info.dtype.name}, the array "
                                        f"{target.dtype}", path=reader.path, key=name)
                 if info.shape != target.shape:
                     raise InvalidError(f"checkpoint has shape {list(info.shape)}, the array "
@@ -103,12 +103,12 @@ def list_variables(path: str | os.PathLike[str], *,
         >>> for name, dtype, shape in ocf.list_variables("model.ocf"):
         ...     print(name, dtype, shape)
     """
-    reader = open_source(path, storage_options=storage_options)
+    reader = open_checkpoint(path, storage_options=storage_options)
     try:
         summaries = {key: reader.summary(key) for key in reader}
     finally:
         reader.close()
-    return sorted((key, s.dtype, s.shape) for key, s in summaries.items())
+    return sorted((key, s.dtype.name, s.shape) for key, s in summaries.items())
 
 
 def load_variable(path: str | os.PathLike[str], name: str, *,
@@ -118,7 +118,7 @@ def load_variable(path: str | os.PathLike[str], name: str, *,
     Examples:
         >>> step = ocf.load_variable("model.ocf", "step")
     """
-    reader = open_source(path, storage_options=storage_options)
+    reader = open_checkpoint(path, storage_options=storage_options)
     try:
         return reader.read_tensor(name)
     finally:

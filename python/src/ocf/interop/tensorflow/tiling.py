@@ -1,7 +1,7 @@
 """Checking that the slices of a partitioned tensor do not overlap, geometrically.
 
 The slices are boxes (per dimension a start and a length) inside the tensor's
-shape, checked by ocf.tensorflow.entries. The reader also checks that their
+shape, checked by ocf.interop.tensorflow.entries. The reader also checks that their
 element counts add up to the tensor's; boxes that do not overlap then tile
 the tensor exactly. The check needs memory proportional to the number of
 slices, never to the number of elements: the boxes are drawn on the grid of
@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ocf.format.errors import InvalidError, LimitExceededError
-from ocf.tensorflow.encoding import Path
+from ocf.interop.tensorflow.encoding import Path
 
 Box = Sequence[tuple[int, int]]  # per dimension (start, length)
 

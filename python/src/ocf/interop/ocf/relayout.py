@@ -15,7 +15,7 @@ from typing import Any
 from ocf.format.errors import InvalidError, OCFError
 from ocf.format.reader import Reader
 from ocf.format.writer import Writer
-from ocf.formats.output import with_path, written
+from ocf.interop.output import with_path, written
 
 
 def relayout(src: str | os.PathLike[str], dst: str | os.PathLike[str], **options: Any) -> None:

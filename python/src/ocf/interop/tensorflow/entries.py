@@ -22,9 +22,9 @@ from ocf.format.errors import (
     UnsupportedVersionError,
 )
 from ocf.format.limits import MAX_ELEMENTS, MAX_FILE_OFFSET, MAX_SHARDS, nonzero_product
-from ocf.tensorflow import dtypes
-from ocf.tensorflow.encoding import Path
-from ocf.tensorflow.slice_keys import FULL_EXTENT
+from ocf.interop.tensorflow import dtypes
+from ocf.interop.tensorflow.encoding import Path
+from ocf.interop.tensorflow.slice_keys import FULL_EXTENT
 from ocf.tensorflow.v1 import tensor_bundle_pb2 as pb
 
 # TensorFlow's kTensorBundleVersion: the consumer version this reader is.
@@ -34,7 +34,8 @@ MAX_RANK = 254
 MAX_SLICES = 1 << 16
 
 Extent = tuple[int, int]
-Slice = tuple[Extent, ...]
+# One slice of a partitioned tensor: (start, length) per dimension, as TensorSliceProto.
+SliceExtents = tuple[Extent, ...]
 
 
 @dataclass(frozen=True)
@@ -73,14 +74,14 @@ class TFEntry:
     dtype: np.dtype[np.generic] | None  # None for DT_STRING and for unsupported dtypes
     tf_dtype: int
     shape: tuple[int, ...]
-    slices: tuple[Slice, ...] | None
+    slices: tuple[SliceExtents, ...] | None
     shard_id: int = 0
     offset: int = 0
     size: int = 0
     crc32c: int = 0
     # Per slice, the extents as stored: length -1 where the file gives none.
     # The slice's index key is built from these.
-    raw_slices: tuple[Slice, ...] | None = None
+    raw_slices: tuple[SliceExtents, ...] | None = None
 
     @property
     def dtype_name(self) -> str:
@@ -197,12 +198,12 @@ def _location(proto: pb.BundleEntryProto, num_shards: int, path: Path, key: str)
 
 def _slices(
     proto: pb.BundleEntryProto, shape: tuple[int, ...], path: Path, key: str
-) -> tuple[Slice, ...]:
+) -> tuple[SliceExtents, ...]:
     if len(proto.slices) > MAX_SLICES:
         raise LimitExceededError(
             f"{len(proto.slices)} slices exceed the limit of {MAX_SLICES}", path=path, key=key
         )
-    out: list[Slice] = []
+    out: list[SliceExtents] = []
     for i, sl in enumerate(proto.slices):
         if len(sl.extents) != len(shape):
             raise InvalidError(

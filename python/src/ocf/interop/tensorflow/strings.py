@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ocf.format.checksum import crc32c
 from ocf.format.errors import InvalidError
-from ocf.tensorflow.encoding import (
+from ocf.interop.tensorflow.encoding import (
     Path,
     check_masked_crc,
     decode_varint,

@@ -1,24 +1,24 @@
 """Reading a TensorFlow V2 checkpoint (a "tensor bundle") without TensorFlow.
 
-``PREFIX.index`` is an SSTable (ocf.tensorflow.sstable) mapping each key to
+``PREFIX.index`` is an SSTable (ocf.interop.tensorflow.sstable) mapping each key to
 a BundleEntryProto, the empty key to the BundleHeaderProto. The bytes of a
 tensor are ``size`` bytes at ``offset`` of ``PREFIX.data-{shard:05d}-of-
 {num_shards:05d}``, with a masked CRC-32C. Fixed-width types are raw
-little-endian row-major elements; strings use ocf.tensorflow.strings.
+little-endian row-major elements; strings use ocf.interop.tensorflow.strings.
 Sub-byte types (int4, uint4, int2, uint2, float4_e2m1fn) take one byte per
 element, the value in its low bits; a byte with a higher bit set is refused
 as INVALID (TensorFlow never writes one). Every tensor comes back with the
-NumPy dtype TensorFlow's own reader gives it (ocf.tensorflow.dtypes): the
+NumPy dtype TensorFlow's own reader gives it (ocf.interop.tensorflow.dtypes): the
 quantized types as plain integers, the sub-byte ones as ml_dtypes types.
 A partitioned tensor's entry lists slices, each stored under its own slice
-key (ocf.tensorflow.slice_keys); read() assembles them, read_slice() returns
+key (ocf.interop.tensorflow.slice_keys); read() assembles them, read_slice() returns
 one.
 
 The index is read and every block checked when the reader opens; entries
 are decoded on first use; data files are opened on first use. Every offset
 and size is checked against the file before anything is allocated; for a
 partitioned tensor, every slice's, and that the slices share no stored bytes
-and do not overlap (ocf.tensorflow.tiling), before the tensor is allocated.
+and do not overlap (ocf.interop.tensorflow.tiling), before the tensor is allocated.
 """
 
 from __future__ import annotations
@@ -41,11 +41,13 @@ from ocf.format.errors import (
 )
 from ocf.format.memory import needing
 from ocf.format.storage.local import open_regular
-from ocf.tensorflow import dtypes, sstable, strings
-from ocf.tensorflow.encoding import check_masked_crc, mask_crc, masked_crc32c
-from ocf.tensorflow.entries import BundleHeader, TFEntry, decode_entry, decode_header
-from ocf.tensorflow.slice_keys import is_slice_key, slice_key
-from ocf.tensorflow.tiling import check_tiling
+from ocf.format.storage.location import url_scheme
+from ocf.interop.ocf import is_ocf_checkpoint
+from ocf.interop.tensorflow import dtypes, sstable, strings
+from ocf.interop.tensorflow.encoding import check_masked_crc, mask_crc, masked_crc32c
+from ocf.interop.tensorflow.entries import BundleHeader, TFEntry, decode_entry, decode_header
+from ocf.interop.tensorflow.slice_keys import is_slice_key, slice_key
+from ocf.interop.tensorflow.tiling import check_tiling
 
 # The index of a bundle with a million tensors is well under this.
 MAX_INDEX_FILE_BYTES = 1 << 30
@@ -85,7 +87,7 @@ class BundleReader:
         self.bytes_read = 0
         self._files: dict[int, tuple[BufferedReader, int]] = {}
         data = self._read_index()
-        # Tells this checkpoint from one written over it later (ocf.objects.sources).
+        # Tells this checkpoint from one written over it later (ocf.interop).
         self.index_identity = (len(data), crc32c(data))
         with needing(len(data), "decoding the index", path=self.index_path):
             entries = sstable.read_table(data, path=self.index_path, verify=verify)
@@ -398,16 +400,19 @@ def _check_values(entry: TFEntry, stored: np.ndarray, path: str, key: str) -> No
     )
 
 
-def is_tf_checkpoint(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is a TensorFlow checkpoint.
+def is_tensorflow_checkpoint(path: str | os.PathLike[str]) -> bool:
+    """Whether local ``path`` is a TensorFlow checkpoint and not an OCF one.
 
     True for a PREFIX whose PREFIX.index exists, for a PREFIX.index path, and
-    for a directory holding a ``checkpoint`` state file.
+    for a directory holding TensorFlow's ``checkpoint`` state file; never for
+    a URL or an OCF checkpoint. Imports no TensorFlow.
 
     Examples:
-        >>> ocf.tensorflow.is_tf_checkpoint("train/ckpt-3")
+        >>> ocf.tensorflow.is_tensorflow_checkpoint("train/ckpt-3")  # train/ckpt-3.index exists
         True
     """
+    if url_scheme(path) is not None or is_ocf_checkpoint(path):
+        return False
     text = os.fspath(path)
     if os.path.isdir(text):
         return os.path.isfile(os.path.join(text, "checkpoint"))

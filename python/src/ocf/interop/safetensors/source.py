@@ -1,9 +1,9 @@
-"""A safetensors file read the way OCF reads its own (see ocf.objects.sources).
+"""A safetensors file as a :class:`ocf.format.source.Source`.
 
-Importing this module registers ``.safetensors`` files as a foreign format,
-so ``ocf.open``, ``ocf.load_file``, ``ocf.list_variables``, ``ocf.restore``
-by name and every ``ocf`` command read them. The header is checked as the
-converter checks it (ocf.formats.safetensors) before any tensor is read;
+``ocf.open``, ``ocf.load_file``, ``ocf.list_variables``, ``ocf.restore``
+by name and every ``ocf`` command read it through this class (the format's
+registry entry, ocf.interop.safetensors, opens it). The header is checked as the
+converter checks it (ocf.interop.safetensors.convert) before any tensor is read;
 tensors are read with ``pread``, never mapped, and a piece of a tensor
 reads only its bytes. safetensors has no checksums, so ``verify`` checks
 structure only.
@@ -17,22 +17,20 @@ import numpy as np
 
 from ocf.format.checksum import crc32c
 from ocf.format.metadata import MetadataValue
-from ocf.formats.file_source import FileSource, has_suffix
-from ocf.formats.safetensors import (
+from ocf.format.pieces import Piece
+from ocf.format.source import TensorSummary
+from ocf.interop.file_source import FileSource
+from ocf.interop.safetensors.convert import (
     Entry,
     ocf_metadata,
     read_elements,
     read_header,
     read_tensor,
 )
-from ocf.objects.pieces import Piece
-from ocf.objects.sources import ForeignFormat, TensorSummary, register_foreign_format
-
-SUFFIX = ".safetensors"
 
 
 class SafetensorsSource(FileSource[Entry]):
-    """A safetensors file as an :class:`ocf.objects.sources.Source`."""
+    """A safetensors file as an :class:`ocf.format.source.Source`."""
 
     format_name = "safetensors"
 
@@ -46,9 +44,9 @@ class SafetensorsSource(FileSource[Entry]):
     def metadata(self) -> dict[str, MetadataValue]:
         return ocf_metadata(self.header)
 
-    def summary(self, key: str) -> TensorSummary:
+    def _view(self, key: str) -> TensorSummary:
         entry = self.entry(key)
-        return TensorSummary(entry.dtype.name, entry.shape, entry.dtype.numpy)
+        return TensorSummary(key, entry.dtype, entry.shape)
 
     def read_tensor(self, key: str) -> np.ndarray:
         return read_tensor(self.file.fileno(), self.entry(key), self.header, self.path)
@@ -62,10 +60,3 @@ class SafetensorsSource(FileSource[Entry]):
     def identity(self) -> tuple[int, int]:
         return len(self._raw_header), crc32c(self._raw_header)
 
-
-def is_safetensors(path: str) -> bool:
-    return has_suffix(path, SUFFIX)
-
-
-SAFETENSORS = ForeignFormat("safetensors", is_safetensors, SafetensorsSource.opened)
-register_foreign_format(SAFETENSORS)

@@ -8,7 +8,7 @@ data files, version producer 1) first and every other key in bytewise
 order. Partitioned tensors (add_slice) get a parent entry listing their
 slices and one entry per slice under its binary slice key.
 
-The TensorFlow dtype follows the array's NumPy dtype (ocf.tensorflow.dtypes):
+The TensorFlow dtype follows the array's NumPy dtype (ocf.interop.tensorflow.dtypes):
 ml_dtypes int4, uint4, int2, uint2 and float4_e2m1fn arrays are written one
 byte per element, the value in the low bits, as TensorFlow writes them (an
 element whose byte has a higher bit set is refused). The quantized types
@@ -45,13 +45,13 @@ import numpy as np
 
 from ocf.format.commit import fsync_dir
 from ocf.format.errors import InvalidError
-from ocf.tensorflow import dtypes, strings
-from ocf.tensorflow.bundle_reader import INDEX_SUFFIX, data_filename
-from ocf.tensorflow.dtypes import TFDType
-from ocf.tensorflow.encoding import masked_crc32c
-from ocf.tensorflow.entries import CONSUMER_VERSION
-from ocf.tensorflow.slice_keys import is_slice_key, slice_key
-from ocf.tensorflow.sstable import TableBuilder
+from ocf.interop.tensorflow import dtypes, strings
+from ocf.interop.tensorflow.bundle_reader import INDEX_SUFFIX, data_filename
+from ocf.interop.tensorflow.dtypes import TFDType
+from ocf.interop.tensorflow.encoding import masked_crc32c
+from ocf.interop.tensorflow.entries import CONSUMER_VERSION
+from ocf.interop.tensorflow.slice_keys import is_slice_key, slice_key
+from ocf.interop.tensorflow.sstable import TableBuilder
 from ocf.tensorflow.v1 import tensor_bundle_pb2 as pb
 
 Box = tuple[tuple[int, int], ...]

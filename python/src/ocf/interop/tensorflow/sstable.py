@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from ocf.format.errors import LimitExceededError, MalformedError
-from ocf.tensorflow import snappy
-from ocf.tensorflow.encoding import (
+from ocf.interop.tensorflow import snappy
+from ocf.interop.tensorflow.encoding import (
     Path,
     check_masked_crc,
     decode_varint,

@@ -46,15 +46,16 @@ from ocf.format.errors import InvalidError, LimitExceededError, MalformedError
 from ocf.format.limits import MAX_INDEX_BYTES, MAX_NODES
 from ocf.format.metadata import MetadataValue
 from ocf.format.object_graph import (
+    VALUE,
     Node,
     ObjectGraph,
     SlotRef,
     attribute_key,
     decode_graph,
     encode_graph,
+    escape_name,
 )
-from ocf.objects.tracking import VALUE, escape_name
-from ocf.tensorflow.bundle_reader import BundleReader
+from ocf.interop.tensorflow.bundle_reader import BundleReader
 from ocf.tensorflow.v1.trackable_object_graph_pb2 import TrackableObjectGraph
 from ocf.v1 import object_graph_pb2
 

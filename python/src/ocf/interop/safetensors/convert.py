@@ -48,11 +48,11 @@ from ocf.format.errors import InvalidError, LimitExceededError, MalformedError, 
 from ocf.format.limits import MAX_ELEMENTS, MAX_RANK, MAX_TENSORS, nonzero_product
 from ocf.format.memory import needing
 from ocf.format.metadata import MetadataValue
+from ocf.format.pieces import pieces
 from ocf.format.reader import Reader
 from ocf.format.storage.local import atomic_output
 from ocf.format.writer import Writer
-from ocf.formats.output import open_source, warn_dropped, with_path, written
-from ocf.objects.pieces import pieces
+from ocf.interop.output import open_source, warn_dropped, with_path, written
 
 METADATA_KEY = "safetensors.metadata"
 ORDER_KEY = "safetensors.order"
@@ -348,7 +348,7 @@ def from_ocf(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
     """Write the tensors of the OCF checkpoint ``src`` as the safetensors file ``dst``.
 
     The header is computed from the index first; the data then streams
-    through in pieces (ocf.objects.pieces), so memory stays bounded.
+    through in pieces (ocf.format.pieces), so memory stays bounded.
     """
     with Reader(src) as reader:
         if _HEADER_FIELD in reader:

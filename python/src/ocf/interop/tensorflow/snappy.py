@@ -24,7 +24,7 @@ allocation. Errors are MalformedError.
 from __future__ import annotations
 
 from ocf.format.errors import MalformedError
-from ocf.tensorflow.encoding import Path, decode_varint
+from ocf.interop.tensorflow.encoding import Path, decode_varint
 
 # The densest element is a 3-byte copy of 64 bytes, so no valid block
 # decodes to more than 64/3 bytes per input byte; 22 is a safe bound.

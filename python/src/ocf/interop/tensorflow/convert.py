@@ -4,7 +4,7 @@
 ckpt.ocf``) writes an OCF checkpoint holding every tensor of the TensorFlow
 checkpoint under its TensorFlow key, with an object graph that mirrors
 TensorFlow's node for node: edges, attributes, slot variables, objects
-reachable by several paths (ocf.tensorflow.objects). A partitioned tensor
+reachable by several paths (ocf.interop.tensorflow.objects). A partitioned tensor
 keeps its slices as an OCF tensor stored in slices [R-SLICE-001]. A
 ``tf.compat.v1.train.Saver`` checkpoint, which has no object graph, becomes
 a name-based OCF checkpoint.
@@ -51,13 +51,13 @@ from ocf.format.metadata import MetadataValue
 from ocf.format.object_graph import Node, ObjectGraph
 from ocf.format.reader import Reader
 from ocf.format.writer import Writer
-from ocf.formats.output import warn_dropped, with_path, written
-from ocf.tensorflow.bundle_reader import BundleReader
-from ocf.tensorflow.bundle_writer import BundleWriter
-from ocf.tensorflow.dtypes import from_numpy, is_supported, numpy_dtype, resolve
-from ocf.tensorflow.dtypes import name as tf_name
-from ocf.tensorflow.entries import TFEntry
-from ocf.tensorflow.objects import (
+from ocf.interop.output import warn_dropped, with_path, written
+from ocf.interop.tensorflow.bundle_reader import BundleReader
+from ocf.interop.tensorflow.bundle_writer import BundleWriter
+from ocf.interop.tensorflow.dtypes import from_numpy, is_supported, numpy_dtype, resolve
+from ocf.interop.tensorflow.dtypes import name as tf_name
+from ocf.interop.tensorflow.entries import TFEntry
+from ocf.interop.tensorflow.objects import (
     FULL_NAMES,
     OBJECT_GRAPH_KEY,
     REGISTERED_SAVER,
@@ -65,7 +65,7 @@ from ocf.tensorflow.objects import (
     tensorflow_keys,
     tf_graph,
 )
-from ocf.tensorflow.source import resolve_prefix
+from ocf.interop.tensorflow.source import resolve_prefix
 
 TF_DTYPES = "tensorflow.dtypes"
 _OWN_METADATA = (FULL_NAMES, REGISTERED_SAVER)

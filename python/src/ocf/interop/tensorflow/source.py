@@ -1,10 +1,10 @@
-"""A TensorFlow checkpoint read the way OCF reads its own (see ocf.objects.sources).
+"""A TensorFlow checkpoint as a :class:`ocf.format.source.Source`.
 
 ``TFSource(prefix)`` opens a bundle with :class:`ocf.tensorflow.BundleReader`
-(no TensorFlow needed) and presents it as an :class:`ocf.objects.sources.Source`:
+(no TensorFlow needed) and presents it as a Source:
 its tensor keys are TensorFlow's keys, less ``_CHECKPOINTABLE_OBJECT_GRAPH``,
 whose content is the object graph, mapped onto OCF's by
-ocf.tensorflow.objects and checked like an OCF graph. This is what lets
+ocf.interop.tensorflow.objects and checked like an OCF graph. This is what lets
 ``ocf.restore(root, "train/ckpt-3")`` restore a ``tf.train.Checkpoint`` by
 structure into NumPy objects, and ``ocf.load_variable("model.ckpt-5",
 "dense/kernel")`` read a ``tf.compat.v1.train.Saver`` checkpoint by name.
@@ -26,18 +26,13 @@ from ocf.format.errors import NotFoundError
 from ocf.format.memory import needing
 from ocf.format.metadata import MetadataValue
 from ocf.format.object_graph import ObjectGraph
-from ocf.objects.pieces import Piece
-from ocf.objects.sources import (
-    ForeignFormat,
-    TensorSummary,
-    foreign_format,
-    register_foreign_format,
-)
-from ocf.tensorflow.bundle_reader import BundleReader, is_tf_checkpoint
-from ocf.tensorflow.objects import OBJECT_GRAPH_KEY, read_tf_graph
-from ocf.tensorflow.state import STATE_FILENAME, read_checkpoint_state
+from ocf.format.pieces import Piece
+from ocf.format.source import Source, TensorSummary
+from ocf.interop.tensorflow.bundle_reader import BundleReader
+from ocf.interop.tensorflow.objects import OBJECT_GRAPH_KEY, read_tf_graph
+from ocf.interop.tensorflow.state import read_checkpoint_state
 
-__all__ = ["TFSource", "is_tensorflow_checkpoint", "is_tf_checkpoint", "resolve_prefix"]
+__all__ = ["TFSource", "resolve_prefix"]
 
 
 def resolve_prefix(path: str | os.PathLike[str], *, allow_outside: bool = False) -> str:
@@ -49,15 +44,17 @@ def resolve_prefix(path: str | os.PathLike[str], *, allow_outside: bool = False)
     return text
 
 
-def ocf_dtype_name(tf_name: str) -> str:
-    """OCF's name of a TensorFlow dtype when OCF has it, else TensorFlow's."""
+def ocf_dtype(tf_name: str, numpy: np.dtype[np.generic] | None) -> dtypes.Dtype:
+    """OCF's dtype of a TensorFlow dtype when OCF has it, else one named as TensorFlow
+    names it (``qint8``, ``int4``), read as ``numpy``."""
     if tf_name == "string":
-        return dtypes.BYTES.name
-    return tf_name
+        return dtypes.BYTES
+    row = dtypes.BY_NAME.get(tf_name)
+    return row if row is not None and row.numpy == numpy else dtypes.foreign(tf_name, numpy)
 
 
-class TFSource:
-    """A TensorFlow checkpoint as an :class:`ocf.objects.sources.Source`.
+class TFSource(Source[TensorSummary]):
+    """A TensorFlow checkpoint as an :class:`ocf.format.source.Source`.
 
     Examples:
         >>> with ocf.tensorflow.TFSource("train/ckpt-3") as source:
@@ -70,14 +67,11 @@ class TFSource:
         # caller trusts the file [R-TF-001].
         self.bundle = BundleReader(resolve_prefix(path, allow_outside=allow_outside),
                                    verify=verify)
+        self.path: str = self.bundle.prefix
         stored = self.bundle.keys()
         self._keys = [k for k in stored if k != OBJECT_GRAPH_KEY]
         self._graph: ObjectGraph | None = None
         self._graph_read = False
-
-    @property
-    def path(self) -> str:
-        return self.bundle.prefix
 
     @property
     def object_graph(self) -> ObjectGraph | None:
@@ -90,8 +84,8 @@ class TFSource:
             self._graph_read = True
         return self._graph
 
-    def keys(self) -> list[str]:
-        return list(self._keys)
+    def __len__(self) -> int:
+        return len(self._keys)
 
     def __contains__(self, key: object) -> bool:
         return key != OBJECT_GRAPH_KEY and key in self.bundle
@@ -103,20 +97,17 @@ class TFSource:
         if key not in self:
             raise NotFoundError("no tensor with this key", path=self.bundle.index_path, key=key)
 
-    def summary(self, key: str) -> TensorSummary:
+    def __getitem__(self, key: str) -> TensorSummary:
         self._check_key(key)
         entry = self.bundle.entry(key)
-        return TensorSummary(ocf_dtype_name(entry.dtype_name), entry.shape, entry.dtype)
+        return TensorSummary(key, ocf_dtype(entry.dtype_name, entry.dtype), entry.shape)
 
     def read_tensor(self, key: str) -> np.ndarray:
         self._check_key(key)
         return self.bundle.read(key)
 
-    def get_tensor(self, key: str) -> np.ndarray:
-        return self.read_tensor(key)  # a bundle's bytes are read, never mapped
-
-    def verify_tensor(self, key: str) -> None:
-        self.read_tensor(key)  # the bundle reader checks the checksum as it reads
+    # get_tensor and verify_tensor read the tensor (Source's defaults): a bundle's bytes
+    # are never mapped, and the bundle reader checks the checksum as it reads.
 
     def read_piece(self, key: str, piece: Piece) -> np.ndarray:
         self._check_key(key)
@@ -135,39 +126,3 @@ class TFSource:
     def close(self) -> None:
         self.bundle.close()
 
-    def __enter__(self) -> TFSource:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def is_tensorflow_checkpoint(path: str | os.PathLike[str]) -> bool:
-    """Whether local ``path`` is a TensorFlow checkpoint and not an OCF one.
-
-    A TensorFlow prefix (``PREFIX.index`` exists), ``PREFIX.index`` itself, or
-    a directory holding TensorFlow's ``checkpoint`` state file. Imports no
-    TensorFlow; URLs are never TensorFlow checkpoints here.
-
-    Examples:
-        >>> ocf.tensorflow.is_tensorflow_checkpoint("train/ckpt-3")  # train/ckpt-3.index exists
-        True
-    """
-    return foreign_format(path) is TENSORFLOW
-
-
-def _open(path: str, verify: bool) -> TFSource:
-    return TFSource(path, verify=verify)
-
-
-def _latest(directory: str) -> str | None:
-    """The prefix TensorFlow's ``checkpoint`` file in ``directory`` names, if it exists
-    (as tf.train.latest_checkpoint answers)."""
-    if not os.path.isfile(os.path.join(directory, STATE_FILENAME)):
-        return None
-    prefix = read_checkpoint_state(directory)[0]
-    return prefix if is_tf_checkpoint(prefix) else None
-
-
-TENSORFLOW = ForeignFormat("TensorFlow", is_tf_checkpoint, _open, _latest)
-register_foreign_format(TENSORFLOW)
