@@ -40,7 +40,7 @@ def test_writer_and_reader_round_trip_the_example_graph(tmp_path: Path, layout: 
             writer.write(key, value)
         writer.set_object_graph(example_nodes())
     with ocf.open(path) as reader:
-        assert reader.format_version == (1, 1)
+        assert reader.format_version == (1, 2)
         decoded = reader.object_graph
         assert decoded is not None
         assert decoded.nodes == example_nodes()

@@ -44,6 +44,7 @@ def verify(args: argparse.Namespace) -> int:
 def read_everything(source: Source) -> int:
     """Read every piece of every tensor; the bytes checked (stored bytes for OCF)."""
     if isinstance(source, OCFSource):  # the order of a full verification [R-VERIFY-001]:
+        source.reader.check_pool_identities()  # every referenced byte [R-POOL-004]
         _ = source.reader.object_graph  # the object graph, before any tensor byte
     keys = source.keys()
     total = sum(stored_bytes(source, k) for k in keys)
