@@ -16,7 +16,20 @@ from ocf.format.errors import OCFError
 from ocf.formats.output import reporting_progress
 from ocf.formats.registry import OCF, by_name, detect_source, target_for
 from ocf.formats.registry import convert as run
+from ocf.formats.relayout import export
 from ocf.objects.sources import open_source
+
+
+def export_command(args: argparse.Namespace) -> int:
+    """``ocf export SRC DST``: one checkpoint standalone, every byte in it (ocf.export)."""
+    bar = progress(_size(args.src), "export")
+    try:
+        with reporting_progress(bar.update):
+            export(args.src, args.dst, layout=args.layout)
+    finally:
+        bar.close()
+    print(f"exported {args.src} -> {args.dst} (standalone, {args.layout})")
+    return 0
 
 
 def convert(args: argparse.Namespace) -> int:
