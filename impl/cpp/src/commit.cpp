@@ -105,7 +105,7 @@ std::string IndexFileBytes(const std::string& data_region, const std::string& in
   AppendLittleEndian(&file, index_bytes.size(), 8);
   AppendLittleEndian(&file, Crc32c(index_bytes.data(), index_bytes.size()), 4);
   AppendLittleEndian(&file, 1, 2);  // format_major
-  AppendLittleEndian(&file, 1, 2);  // format_minor: this writer implements 1.1 [R-VER-003]
+  AppendLittleEndian(&file, 2, 2);  // format_minor: this writer implements 1.2 [R-VER-003]
   file.append(kFooterMagic, 8);
   return file;
 }
