@@ -329,9 +329,10 @@ class Reader(Mapping[str, TensorInfo]):
             self._blocks.verify_block(info, block)
 
     def verify_all(self) -> None:
-        """A full verification, after what opening checked [R-VERIFY-001]: the object
-        graph (if any), then every chunk of every tensor in table order: checksums,
-        codecs, byte strings, bools."""
+        """A full verification, after what opening checked [R-VERIFY-001]: the identity
+        of every pool object (step 16b), the object graph (if any), then every chunk
+        of every tensor in table order: checksums, codecs, byte strings, bools."""
+        self.check_pool_identities()
         _ = self.object_graph  # checked once, before any tensor byte is read
         for key in self:
             self.read_tensor(key)
