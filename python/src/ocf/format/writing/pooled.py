@@ -203,9 +203,12 @@ class Reuse:
         source = self._base.shard_input(stored.shard_number)
         new = np.frombuffer(raw, np.uint8)
         offset = stored.block.offset
+        # A local file is compared through its map (no copy); an object piece by piece.
+        mapped = np.frombuffer(source.mapping(), np.uint8) if source.mappable else None
         for start in range(0, len(new), _COMPARE_PIECE):
             end = min(start + _COMPARE_PIECE, len(new))
-            old = np.frombuffer(source.pread(end - start, offset + start), np.uint8)
+            old = mapped[offset + start:offset + end] if mapped is not None else \
+                np.frombuffer(source.pread(end - start, offset + start), np.uint8)
             if not np.array_equal(old, new[start:end]):
                 return False
         return True
