@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
 import shutil
 import statistics
 import sys
@@ -48,7 +47,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_io import DCP, Orbax, Safetensors, Torch, fsync_tree  # noqa: E402
+from bench_io import DCP, Orbax, Safetensors, Torch, fsync_tree
 
 MiB = 1 << 20
 Tensors = dict[str, np.ndarray]
@@ -254,6 +253,10 @@ def gib_check(scale: float, base: Path) -> dict[str, Any]:
 # -- the report -----------------------------------------------------------------------
 
 
+def _ratio(result: dict[str, Any], full: dict[str, Any] | None, key: str) -> str:
+    return f"{result[key] / full[key]:.2f}x" if full else "-"
+
+
 def table(results: dict[str, dict[str, dict[str, Any]]], systems: list[str]) -> str:
     lines = []
     for scenario, by_system in results.items():
@@ -263,10 +266,9 @@ def table(results: dict[str, dict[str, dict[str, Any]]], systems: list[str]) -> 
                   "| restore / OCF full |", "|---|--:|--:|--:|--:|--:|--:|"]
         for name in systems:
             r = by_system[name]
-            ratio = (lambda k: f"{r[k] / full[k]:.2f}x" if full else "-")  # noqa: E731
             lines.append(f"| {LABELS[name]} | {r['written'] / MiB:.1f} MiB | {r['save']:.3f} s "
-                         f"| {r['restore']:.3f} s | {r['disk'] / MiB:.0f} MiB | {ratio('save')} "
-                         f"| {ratio('restore')} |")
+                         f"| {r['restore']:.3f} s | {r['disk'] / MiB:.0f} MiB "
+                         f"| {_ratio(r, full, 'save')} | {_ratio(r, full, 'restore')} |")
     return "\n".join(lines)
 
 
