@@ -438,6 +438,9 @@ class CheckpointManager:
         if not blocking:
             options["blocking"] = False
         if self._pool is not None:
+            # The previous save, its deletions and its collection are over: its
+            # checkpoint is the latest, and nothing removes what the new one reuses.
+            wait_for_pending()
             options.update(self._pool.writer_options(self.latest_checkpoint))
         return method(path, **options)
 
