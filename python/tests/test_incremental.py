@@ -236,3 +236,22 @@ def test_verify_reports_a_pool_object_that_is_not_the_one_referenced(tmp_path: P
     assert result.returncode == 1
     assert "INTEGRITY" in result.stderr
     assert "R-POOL-004" in result.stderr
+
+
+def test_background_incremental_saves_reuse_the_previous_one(tmp_path: Path) -> None:
+    """save(blocking=False): the next save waits for the previous one and its
+    collection, then takes it as its base."""
+    variables = {key: ocf.Variable(value) for key, value in state_for(0).items()}
+    checkpoint = ocf.Checkpoint(**variables)
+    root = tmp_path / "run"
+    with ocf.CheckpointManager(checkpoint, root, max_to_keep=1, incremental=True) as manager:
+        for number in range(1, 4):
+            for key, value in state_for(number).items():
+                variables[key].value[...] = value
+            handle = manager.save(checkpoint_number=number, blocking=False)
+            assert handle is not None
+        assert handle.wait() == str(root / "ckpt-3")
+    (only,) = assert_root_consistent(root, leftovers_allowed=False)
+    assert only.name == "ckpt-3"
+    with ocf.Reader(only) as reader:  # the frozen matrix still in save 1's pool object
+        assert len(reader.index.shards) > 1
