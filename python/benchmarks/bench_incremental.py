@@ -57,17 +57,23 @@ Tensors = dict[str, np.ndarray]
 # -- the evolving states ------------------------------------------------------------
 
 
-def frozen_states(scale: float, saves: int) -> Iterator[Tensors]:
-    """64 tensors; before each save after the first, the last 3 change."""
+def layer_states(scale: float, saves: int, seed: int, changing: range) -> Iterator[Tensors]:
+    """64 tensors of 16 MiB (times ``scale``); before each save after the first, those
+    numbered in ``changing`` change."""
     rows = max(8, int(4096 * scale))
-    rng = np.random.default_rng(1)
+    rng = np.random.default_rng(seed)
     state = {f"layers.{i:03d}.weight": rng.random((rows, 1024), dtype=np.float32)
              for i in range(64)}
     for number in range(saves):
         if number:
-            for i in (61, 62, 63):
+            for i in changing:
                 state[f"layers.{i:03d}.weight"] += np.float32(0.001)
         yield state
+
+
+def frozen_states(scale: float, saves: int) -> Iterator[Tensors]:
+    """A frozen backbone: the last 3 of 64 tensors change (4.7% of the state)."""
+    return layer_states(scale, saves, 1, range(61, 64))
 
 
 def embedding_states(scale: float, saves: int) -> Iterator[Tensors]:
@@ -85,16 +91,8 @@ def embedding_states(scale: float, saves: int) -> Iterator[Tensors]:
 
 
 def everything_states(scale: float, saves: int) -> Iterator[Tensors]:
-    """64 tensors, every one of which changes before every save."""
-    rows = max(8, int(4096 * scale))
-    rng = np.random.default_rng(3)
-    state = {f"layers.{i:03d}.weight": rng.random((rows, 1024), dtype=np.float32)
-             for i in range(64)}
-    for number in range(saves):
-        if number:
-            for value in state.values():
-                value += np.float32(0.001)
-        yield state
+    """Pretraining: every one of the 64 tensors changes before every save."""
+    return layer_states(scale, saves, 3, range(64))
 
 
 SCENARIOS: dict[str, Callable[[float, int], Iterator[Tensors]]] = {

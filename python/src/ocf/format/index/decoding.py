@@ -141,13 +141,7 @@ def check_shards(shards: list[index_pb2.Shard], path: str, index_offset: int, *,
         if name == "":
             result.append(Shard("", 0, index_offset))
             continue
-        if not SHARD_NAME.fullmatch(name) or name == INDEX_FILE_NAME:
-            raise InvalidError(f"shard path {name!r} is not a plain file name of [A-Za-z0-9._-] "
-                               "starting with a letter or digit", path=path,
-                               requirement="R-SHARD-001")
-        if not PREAMBLE_SIZE <= shard.length <= MAX_FILE_OFFSET:
-            raise InvalidError(f"shard {name!r} length {shard.length} is outside [64, 2^63)",
-                               path=path, requirement="R-SHARD-002")
+        _check_name_and_length(shard, path, "shard", ("R-SHARD-001", "R-SHARD-002"))
         result.append(Shard(name, shard.length, shard.length))
     _check_portable([s.path for s in result if s.path], path)
     return tuple(result)
@@ -164,14 +158,22 @@ def _pool_shard(shard: index_pb2.Shard, pooled: bool, path: str) -> Shard:
         raise InvalidError(f"pool shard {name!r} has a pool_sha256 of "
                            f"{len(shard.pool_sha256)} bytes, not {DIGEST_SIZE}", path=path,
                            requirement="R-POOL-002")
-    if not SHARD_NAME.fullmatch(name) or name == INDEX_FILE_NAME:
-        raise InvalidError(f"pool shard path {name!r} is not a plain file name of "
-                           "[A-Za-z0-9._-] starting with a letter or digit", path=path,
-                           requirement="R-POOL-002")
-    if not PREAMBLE_SIZE <= shard.length <= MAX_FILE_OFFSET:
-        raise InvalidError(f"pool shard {name!r} length {shard.length} is outside [64, 2^63)",
-                           path=path, requirement="R-POOL-002")
+    _check_name_and_length(shard, path, "pool shard", ("R-POOL-002", "R-POOL-002"))
     return Shard(name, shard.length, shard.length, bytes(shard.pool_sha256))
+
+
+def _check_name_and_length(shard: index_pb2.Shard, path: str, what: str,
+                           requirements: tuple[str, str]) -> None:
+    """A plain file name [R-SHARD-001] and a length in [64, 2^63) [R-SHARD-002], each
+    refused citing its requirement of ``requirements`` (a pool shard's: [R-POOL-002])."""
+    name = shard.path
+    if not SHARD_NAME.fullmatch(name) or name == INDEX_FILE_NAME:
+        raise InvalidError(f"{what} path {name!r} is not a plain file name of [A-Za-z0-9._-] "
+                           "starting with a letter or digit", path=path,
+                           requirement=requirements[0])
+    if not PREAMBLE_SIZE <= shard.length <= MAX_FILE_OFFSET:
+        raise InvalidError(f"{what} {name!r} length {shard.length} is outside [64, 2^63)",
+                           path=path, requirement=requirements[1])
 
 
 def _check_portable(names: list[str], path: str) -> None:

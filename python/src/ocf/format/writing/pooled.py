@@ -6,8 +6,9 @@ an empty data region, and every block in pool objects: the blocks whose
 bytes a base checkpoint of the same root already holds are referenced where
 they are, the others are written to new pool objects of this write. A
 block is reused only when its bytes equal the stored ones, compared byte
-for byte after the chunk CRCs agree: equal CRCs alone are never taken as
-evidence [R-COMMIT-007]. Large tensors are stored as bands of rows (slices),
+for byte (read through the base's memory map, a megabyte at a time, so
+that a changed block is told early); CRCs are never taken as evidence
+[R-COMMIT-007]. Large tensors are stored as bands of rows (slices),
 so that a change in one row rewrites one band and not the whole tensor.
 """
 
@@ -23,7 +24,6 @@ from pathlib import Path
 import numpy as np
 
 from ocf.format import dtypes
-from ocf.format.checksum import crc32c
 from ocf.format.commit import temp_names_of
 from ocf.format.container import INDEX_FILE_NAME, PREAMBLE_SIZE, padding
 from ocf.format.errors import InvalidError
@@ -42,8 +42,10 @@ from ocf.v1 import index_pb2
 BAND_BYTES = 4 << 20
 # Bands per tensor at most, well inside the slices-per-tensor limit [R-SLICE-004].
 _MAX_BANDS = 4096
-# Bytes compared at a time when a block's bytes are checked against the stored ones.
-_COMPARE_PIECE = 16 << 20
+# Bytes compared at a time when a block's bytes are checked against the stored ones:
+# small enough that a changed block is told after little work, large enough that
+# the per-piece cost is nothing.
+_COMPARE_PIECE = 1 << 20
 _HASH_PIECE = 16 << 20
 
 
@@ -189,10 +191,9 @@ class Reuse:
                 or stored.block.raw_length != len(item.raw):
             return None
         old = stored.block
-        size = old.raw_chunk_size
-        crcs = [crc32c(item.raw[a:a + size]) for a in range(0, len(item.raw), size)]
-        if crcs != old.chunk_crcs or not self._same_bytes(stored, item.raw):
+        if not self._same_bytes(stored, item.raw):
             return None
+        # The bytes are the stored ones: so are their chunk CRCs.
         return Block(self._committer.reference(stored.shard), old.offset, old.stored_length,
                      old.raw_length, old.compression, False, old.chunk_size,
                      list(old.chunk_crcs), [])
@@ -205,13 +206,21 @@ class Reuse:
         offset = stored.block.offset
         # A local file is compared through its map (no copy); an object piece by piece.
         mapped = np.frombuffer(source.mapping(), np.uint8) if source.mappable else None
-        for start in range(0, len(new), _COMPARE_PIECE):
+        for start in range(0, len(new), _COMPARE_PIECE):  # a changed block stops early
             end = min(start + _COMPARE_PIECE, len(new))
             old = mapped[offset + start:offset + end] if mapped is not None else \
                 np.frombuffer(source.pread(end - start, offset + start), np.uint8)
-            if not np.array_equal(old, new[start:end]):
+            if not _equal(old, new[start:end]):
                 return False
         return True
+
+
+def _equal(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether the byte arrays ``a`` and ``b`` (of one length) are equal, compared 8
+    bytes at a time where they allow it (an eighth of the work of a byte compare)."""
+    whole = len(a) // 8 * 8
+    return bool(np.array_equal(a[:whole].view(np.uint64), b[:whole].view(np.uint64))
+                and np.array_equal(a[whole:], b[whole:]))
 
 
 def pooled_committer(layout: str, storage: Backend, target: Location, write_id: str,
