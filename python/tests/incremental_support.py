@@ -14,7 +14,7 @@ from ocf.format.pool import POOL_DIRECTORY
 from ocf.format.pool_gc import referenced_objects
 
 TESTS_DIR = Path(__file__).resolve().parent
-ROWS, COLUMNS = 8192, 512  # float32: 16 MiB, four bands of 4 MiB
+ROWS, COLUMNS = 8192, 512  # float32: 16 MiB, sixteen bands of 1 MiB
 CHANGED_ROWS = 50
 
 

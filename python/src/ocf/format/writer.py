@@ -58,7 +58,7 @@ class Writer:
     whose blocks all live in the pool ``ocf-pool`` of the file's directory,
     its managed root: the blocks whose bytes the checkpoint ``base`` (of the
     same root, usually the latest) already stores there are referenced, the
-    others written to new pool objects; tensors above 4 MiB are stored as bands
+    others written to new pool objects; tensors above 1 MiB are stored as bands
     of rows so that a change rewrites only its band. Such a checkpoint is read
     like any other, but is complete only with its pool (``ocf export`` copies
     one out); :class:`ocf.CheckpointManager` with ``incremental=True`` keeps

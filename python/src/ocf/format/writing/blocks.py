@@ -58,11 +58,14 @@ class BlockEmitter:
         gathered = 0
         try:
             for item in items:
+                stored = self._reuse(item) if self._reuse is not None else None
+                if stored is not None:  # already in the pool: nothing to write
+                    self._table.add_block(item.row, stored, item.box)
+                    continue
                 if not self._batches(item):  # after the blocks gathered before it
                     self._write_batch(batch)
                     gathered = 0
-                    stored = self._reuse(item) if self._reuse is not None else None
-                    self._table.add_block(item.row, stored or self._store(item), item.box)
+                    self._table.add_block(item.row, self._store(item), item.box)
                     continue
                 batch.append(item)
                 gathered += len(item.raw)

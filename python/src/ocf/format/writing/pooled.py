@@ -38,8 +38,9 @@ from ocf.format.writing.items import Item, Tensors
 from ocf.v1 import index_pb2
 
 # Tensors above this many bytes are stored as bands of rows of about this size: the
-# unit a later save reuses or rewrites.
-BAND_BYTES = 4 << 20
+# unit a later save reuses or rewrites. One default chunk: a changed byte rewrites
+# 1 MiB, and a 2 GiB table has 2048 bands, within the slices-per-tensor limit.
+BAND_BYTES = 1 << 20
 # Bands per tensor at most, well inside the slices-per-tensor limit [R-SLICE-004].
 _MAX_BANDS = 4096
 # Bytes compared at a time when a block's bytes are checked against the stored ones:
