@@ -14,9 +14,7 @@ so that a change in one row rewrites one band and not the whole tensor.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,16 +22,21 @@ from pathlib import Path
 import numpy as np
 
 from ocf.format import dtypes
-from ocf.format.commit import temp_names_of
 from ocf.format.container import INDEX_FILE_NAME, PREAMBLE_SIZE, padding
 from ocf.format.errors import InvalidError
 from ocf.format.index.model import Block, Shard
-from ocf.format.pool import POOL_FEATURE, managed_root, pool_directory, pool_object_name
+from ocf.format.pool import (
+    POOL_FEATURE,
+    managed_root,
+    pool_directory,
+    pool_object_name,
+    sha256_of,
+)
 from ocf.format.reader import Reader
 from ocf.format.slicing import Box
 from ocf.format.storage.backend import Backend, Output
 from ocf.format.storage.location import Location
-from ocf.format.writing.committers import Committer
+from ocf.format.writing.committers import Committer, remove_temporaries_of
 from ocf.format.writing.items import Item, Tensors
 from ocf.v1 import index_pb2
 
@@ -47,7 +50,6 @@ _MAX_BANDS = 4096
 # small enough that a changed block is told after little work, large enough that
 # the per-piece cost is nothing.
 _COMPARE_PIECE = 1 << 20
-_HASH_PIECE = 16 << 20
 
 
 def bands(shape: tuple[int, ...], itemsize: int, band_bytes: int = BAND_BYTES
@@ -138,7 +140,7 @@ class PoolCommitter(Committer):
                                  pool_sha256=entry.pool_sha256)
             else:
                 index.shards.add(path=entry.final.name, length=entry.position,
-                                 pool_sha256=_sha256_of_file(entry.final))
+                                 pool_sha256=self._sha256_of(entry))
         if self._listed:
             index.header.required_features.append(POOL_FEATURE)
         index_bytes = self._index_bytes(index)
@@ -147,22 +149,15 @@ class PoolCommitter(Committer):
         self._write_index(index_file, index_bytes)
         index_file.publish()
         self._outputs.clear()
-        self._remove_own_temporaries()
+        remove_temporaries_of(self.storage, self.target)
 
-    def _remove_own_temporaries(self) -> None:
-        """Temporary index files of earlier, killed writes of this target [R-COMMIT-004]."""
-        ours = temp_names_of(re.escape(self.target.name))
-        for entry in self.storage.list_names(self.target.parent):
-            if ours.fullmatch(entry):
-                self.storage.remove(self.target.parent / entry)
-
-
-def _sha256_of_file(path: Location) -> bytes:
-    digest = hashlib.sha256()
-    with open(os.fspath(path), "rb") as file:
-        while piece := file.read(_HASH_PIECE):
-            digest.update(piece)
-    return digest.digest()
+    def _sha256_of(self, output: Output) -> bytes:
+        """The SHA-256 of a new pool object, read back once it is durable."""
+        written = self.storage.open_shard(output.final, output.position)
+        try:
+            return sha256_of(written)
+        finally:
+            written.close()
 
 
 class Reuse:
