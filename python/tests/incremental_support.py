@@ -48,6 +48,8 @@ def assert_root_consistent(root: Path, *, leftovers_allowed: bool) -> list[Path]
     """Every checkpoint file in ``root`` passes a full verification and holds the values
     of its number; the pool holds every object they list (and, unless
     ``leftovers_allowed``, nothing else). Returns the checkpoints."""
+    if not root.exists():
+        return []  # killed before its first save made the directory
     checkpoints = sorted((p for p in root.iterdir() if p.name.startswith("ckpt-")),
                          key=lambda p: int(p.name.split("-")[1]))
     for path in checkpoints:

@@ -32,8 +32,14 @@ from ocf.format.storage.backend import Layout, backend_of
 from ocf.format.storage.location import Location, StorageOptions, locate
 from ocf.format.writing.blocks import BlockEmitter
 from ocf.format.writing.committers import Committer, committer_for
-from ocf.format.writing.items import Tensors
-from ocf.format.writing.pooled import Reuse, banded_items, open_base, pooled_committer
+from ocf.format.writing.items import Item, Tensors
+from ocf.format.writing.pooled import (
+    PoolCommitter,
+    Reuse,
+    banded_items,
+    open_base,
+    pooled_committer,
+)
 from ocf.v1 import index_pb2
 
 DEFAULT_CHUNK_SIZE = 1 << 20
@@ -124,6 +130,7 @@ class Writer:
         self._closed = False
         self._incremental = incremental
         self._base: Reader | None = None
+        self._pooled: PoolCommitter | None = None
         reuse = None
         if incremental:
             committer = pooled_committer(layout, storage, self.target, self.write_id,
@@ -131,6 +138,7 @@ class Writer:
             self._base = open_base(base, self.target)
             reuse = Reuse(self._base, self._tensors, committer).block_for
             self._committer: Committer = committer
+            self._pooled = committer
         else:
             self._committer = committer_for(layout, storage, self.target,
                                             self.write_id, max_shard_size)
@@ -167,10 +175,10 @@ class Writer:
         """
         pairs = tensors.items() if isinstance(tensors, Mapping) else tensors
         if self._incremental:  # large tensors as bands of rows, each reused or written
-            self._emitter.emit(item for key, value in pairs
-                               for item in banded_items(self._tensors, key, value))
+            self._emit(item for key, value in pairs
+                       for item in banded_items(self._tensors, key, value))
             return
-        self._emitter.emit(self._tensors.whole(key, value) for key, value in pairs)
+        self._emit(self._tensors.whole(key, value) for key, value in pairs)
 
     def write_slice(
         self, key: str, array: np.ndarray, start: Sequence[int], shape: Sequence[int]
@@ -180,7 +188,7 @@ class Writer:
         Several calls build one tensor; at commit its boxes must tile the
         global shape exactly [R-SLICE-002].
         """
-        self._emitter.emit(self._tensors.slices(key, array, start, shape))
+        self._emit(self._tensors.slices(key, array, start, shape))
 
     def write_slices(self, key: str, array: np.ndarray, start: Sequence[int],
                      shape: Sequence[int], boxes: Sequence[Box]) -> None:
@@ -201,7 +209,16 @@ class Writer:
             ...     writer.write_slices("table", table, (0, 0), (8, 8),
             ...                         [((0, 0), (4, 8)), ((4, 0), (4, 8))])
         """
-        self._emitter.emit(self._tensors.slices(key, array, start, shape, boxes))
+        self._emit(self._tensors.slices(key, array, start, shape, boxes))
+
+    def _emit(self, items: Iterable[Item]) -> None:
+        """Write ``items``; an incremental write also waits until their bytes are hashed,
+        since the caller may change its arrays once the call returns."""
+        try:
+            self._emitter.emit(items)
+        finally:
+            if self._pooled is not None:
+                self._pooled.settle()
 
     def set_metadata(self, metadata: Mapping[str, object]) -> None:
         """Replace the checkpoint's metadata (given to the constructor, if any) before

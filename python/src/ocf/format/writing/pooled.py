@@ -14,15 +14,17 @@ so that a change in one row rewrites one band and not the whole tensor.
 
 from __future__ import annotations
 
+import hashlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ocf.format import dtypes
-from ocf.format.container import INDEX_FILE_NAME, PREAMBLE_SIZE, padding
+from ocf.format.container import INDEX_FILE_NAME, PREAMBLE, PREAMBLE_SIZE, padding
 from ocf.format.errors import InvalidError
 from ocf.format.index.model import Block, Shard
 from ocf.format.pool import (
@@ -30,7 +32,6 @@ from ocf.format.pool import (
     managed_root,
     pool_directory,
     pool_object_name,
-    sha256_of,
 )
 from ocf.format.reader import Reader
 from ocf.format.slicing import Box
@@ -77,6 +78,76 @@ def banded_items(tensors: Tensors, key: str, value: object) -> Iterator[Item]:
     yield from tensors.slices(key, array, (0,) * array.ndim, array.shape, boxes)
 
 
+class _HashedOutput:
+    """A new pool object whose bytes are hashed (SHA-256) as they are written, on one
+    worker thread that takes the pieces in order, so that hashing overlaps the
+    writes instead of reading the file again after them. :meth:`settle` waits for
+    the pieces given so far: the caller's arrays may change once a write returns."""
+
+    def __init__(self, output: Output, hasher: ThreadPoolExecutor) -> None:
+        self.output = output
+        self._hash = hashlib.sha256(PREAMBLE)  # what the output wrote first
+        self._hasher = hasher
+        self._pending: list[Future[None]] = []
+
+    @property
+    def path(self) -> Location:
+        return self.output.path
+
+    @property
+    def final(self) -> Location:
+        return self.output.final
+
+    @property
+    def position(self) -> int:
+        return self.output.position
+
+    @position.setter
+    def position(self, value: int) -> None:  # the Output protocol's; never set here
+        self.output.position = value
+
+    def align(self) -> None:
+        pad = padding(self.output.position)
+        self.output.align()
+        if pad:
+            self._update(bytes(pad))
+
+    def write(self, data: memoryview | bytes) -> None:
+        self.output.write(data)
+        self._update(data)
+
+    def write_many(self, buffers: Sequence[memoryview]) -> None:
+        self.output.write_many(buffers)
+        for buffer in buffers:
+            self._update(buffer)
+
+    def _update(self, data: memoryview | bytes) -> None:
+        self._pending.append(self._hasher.submit(self._hash.update, data))
+
+    def settle(self) -> None:
+        for pending in self._pending:
+            pending.result()
+        self._pending.clear()
+
+    def digest(self) -> bytes:
+        self.settle()
+        digest: bytes = self._hash.digest()
+        return digest
+
+    def flush(self) -> None:
+        self.output.flush()
+
+    def close_durably(self) -> None:
+        self.output.close_durably()
+
+    def publish(self) -> None:
+        self.output.publish()
+
+    def discard(self) -> None:
+        self.settle()
+        self.output.discard()
+
+
 @dataclass(frozen=True)
 class _Stored:
     """A block of the base checkpoint that a block of this write may reuse."""
@@ -101,8 +172,9 @@ class PoolCommitter(Committer):
         storage.make_directory(self.pool)  # durable, with its name in the root
         # The shards of the new index in order: pool objects of the base, by name, and
         # this write's new objects.
-        self._listed: list[Shard | Output] = []
+        self._listed: list[Shard | _HashedOutput] = []
         self._numbers: dict[str, int] = {}
+        self._hasher = ThreadPoolExecutor(max_workers=1)  # one: the pieces stay in order
 
     @property
     def shard(self) -> int:
@@ -113,11 +185,20 @@ class PoolCommitter(Committer):
         if last is None or (last.position > PREAMBLE_SIZE and last.position
                             + padding(last.position) + size > self.shard_limit):
             name = pool_object_name(self.write_id, len(self._outputs))
-            last = self.storage.create_output(self.pool / name, None)  # O_EXCL, fresh name
-            self._outputs.append(last)
+            created = _HashedOutput(self.storage.create_output(self.pool / name, None),
+                                    self._hasher)  # O_EXCL, a fresh name
+            self._outputs.append(created)
             self._numbers[name] = len(self._listed)
-            self._listed.append(last)
+            self._listed.append(created)
+            return created
         return last
+
+    def settle(self) -> None:
+        """Wait until the bytes written so far are hashed: the arrays they came from
+        may change once the write that was given them returns."""
+        for entry in self._listed:
+            if isinstance(entry, _HashedOutput):
+                entry.settle()
 
     def reference(self, shard: Shard) -> int:
         """The number, in the new index, of the base's pool object ``shard``."""
@@ -140,7 +221,7 @@ class PoolCommitter(Committer):
                                  pool_sha256=entry.pool_sha256)
             else:
                 index.shards.add(path=entry.final.name, length=entry.position,
-                                 pool_sha256=self._sha256_of(entry))
+                                 pool_sha256=entry.digest())
         if self._listed:
             index.header.required_features.append(POOL_FEATURE)
         index_bytes = self._index_bytes(index)
@@ -150,14 +231,11 @@ class PoolCommitter(Committer):
         index_file.publish()
         self._outputs.clear()
         remove_temporaries_of(self.storage, self.target)
+        self._hasher.shutdown()
 
-    def _sha256_of(self, output: Output) -> bytes:
-        """The SHA-256 of a new pool object, read back once it is durable."""
-        written = self.storage.open_shard(output.final, output.position)
-        try:
-            return sha256_of(written)
-        finally:
-            written.close()
+    def abort(self) -> None:
+        super().abort()
+        self._hasher.shutdown()
 
 
 class Reuse:
