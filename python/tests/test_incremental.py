@@ -17,6 +17,7 @@ from incremental_support import assert_root_consistent, state_for, verify_fully
 import ocf
 from ocf.format.checksum import crc32c
 from ocf.format.pool import POOL_DIRECTORY
+from ocf.format.pool_gc import collect_pool, referenced_objects
 from ocf.format.writing.pooled import BAND_BYTES
 
 CHUNK = 1 << 20  # the writer's default chunk size: the unit of a CRC
@@ -254,3 +255,26 @@ def test_background_incremental_saves_reuse_the_previous_one(tmp_path: Path) -> 
     assert only.name == "ckpt-3"
     with ocf.Reader(only) as reader:  # the frozen matrix still in save 1's pool object
         assert len(reader.index.shards) > 1
+
+
+def test_an_index_that_does_not_decode_stops_the_collection(tmp_path: Path) -> None:
+    """A file of the root that looks like an index but does not decode could hide a
+    reference: nothing is deleted, with a warning that says why."""
+    root = tmp_path / "run"
+    root.mkdir()
+    state = state_for(1)
+    first, written_first = _save(root, 1, state)
+    changed = {key: value + 1 for key, value in state.items()}  # nothing reusable
+    second, _ = _save(root, 2, changed)
+    damaged = bytearray(first.read_bytes())
+    damaged[-40] ^= 0xFF  # in the index bytes: its CRC no longer matches
+    (root / "copied-by-hand").write_bytes(bytes(damaged))
+    first.unlink()  # retired: its objects are garbage
+    with pytest.warns(UserWarning, match="not collected"):
+        assert collect_pool(root) == []
+    assert written_first <= _pool(root)
+    (root / "copied-by-hand").unlink()
+    assert set(collect_pool(root)) == written_first
+    assert referenced_objects(root) == _pool(root)
+    values = verify_fully(second)
+    np.testing.assert_array_equal(values["table"], changed["table"])

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import stat
+import warnings
 from pathlib import Path
 
 from ocf.format.commit import fsync_dir, is_temp_name, remove_quietly
@@ -73,7 +74,10 @@ def referenced_objects(root: str | os.PathLike[str]) -> set[str] | None:
             finally:
                 source.close()
             index = decode_index(data, str(path), footer.index_offset)
-        except OCFError:
+        except OCFError as exc:
+            warnings.warn(f"the pool of {os.fspath(root)} is not collected: {exc} (a "
+                          "reference could hide in this index; move or repair it)",
+                          stacklevel=3)
             return None
         names.update(shard.path for shard in index.shards if shard.pool_sha256)
     return names
