@@ -47,6 +47,7 @@ def profiles_of(base: str, indexes: list[index_pb2.Index | None]) -> list[str]:
         "zstd": any(CODEC_ZSTD in index.blocks.codecs for index in found),
         "slices": any(any(index.tensors.slice_counts) for index in found),
         "object-graph": any(index.HasField("object_graph") for index in found),
+        "pool": any(any(shard.pool_sha256 for shard in index.shards) for index in found),
     }
     if base == "parts-merge":  # a merger neither decodes nor reads slices: it copies them
         uses["zstd"] = uses["slices"] = False

@@ -26,6 +26,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import cases_merge  # noqa: E402
+import cases_pool  # noqa: E402
 import cases_protobuf  # noqa: E402
 import cases_read  # noqa: E402
 import cases_reject  # noqa: E402
@@ -48,6 +49,7 @@ def generate(out: Path, *, update_cache: bool = False) -> Suite:
     cases_merge.generate(suite)
     cases_protobuf.generate(suite)
     cases_wire.generate(suite)
+    cases_pool.generate(suite)
     frames = ocfbytes.FRAMES
     if update_cache:
         frames.save()

@@ -48,7 +48,7 @@ CASE_ID = re.compile(r"^[a-z]+\.[a-z0-9][a-z0-9._-]*[a-z0-9]$")
 DTYPES = {"bool": 1, "int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint8": 1, "uint16": 2,
           "uint32": 4, "uint64": 8, "float16": 2, "bfloat16": 2, "float32": 4, "float64": 8,
           "complex64": 8, "complex128": 16, "float8_e4m3fn": 1, "float8_e5m2": 1, "bytes": 0}
-PROFILES = ("core-read", "zstd", "slices", "object-graph", "write", "parts-merge")
+PROFILES = ("core-read", "zstd", "slices", "object-graph", "write", "parts-merge", "pool")
 BASE_PROFILE = {"read": "core-read", "write": "write", "merge": "parts-merge"}
 READ_KEYS = {"id", "level", "requirements", "profiles", "description", "op", "input", "expect"}
 WRITE_KEYS = {"id", "level", "requirements", "profiles", "description", "op", "source",
@@ -291,7 +291,8 @@ def _check_read(case: dict[str, Any], directory: Path, expect: Any, referenced: 
 
 
 def _check_links(links: Any, directory: Path, referenced: set[Path]) -> list[str]:
-    """``links`` maps new relative names to relative targets, files of the case."""
+    """``links`` maps new relative names to relative targets, files or directories of
+    the case."""
     if not isinstance(links, dict):
         return ["links must be an object of names to targets"]
     problems = []
@@ -303,8 +304,8 @@ def _check_links(links: Any, directory: Path, referenced: set[Path]) -> list[str
         pointed = (link.parent / str(target)).resolve()
         if not isinstance(target, str) or target.startswith("/") or \
                 not pointed.is_relative_to(directory.resolve()) or \
-                (pointed.exists() and not pointed.is_file()):
-            problems.append(f"link {name!r} points outside the case or to a non-file")
+                (pointed.exists() and not (pointed.is_file() or pointed.is_dir())):
+            problems.append(f"link {name!r} points outside the case or to a special file")
             continue
         referenced.add(directory / pointed.relative_to(directory.resolve()))
     return problems

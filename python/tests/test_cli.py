@@ -26,7 +26,7 @@ def test_inspect_lists_keys_dtypes_shapes_sizes_and_codecs(checkpoint: Path) -> 
     done = run("inspect", str(checkpoint))
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert "format 1.1" in lines[1]
+    assert "format 1.2" in lines[1]
     assert "metadata epoch = 3" in lines
     assert lines[-3].split() == ["KEY", "DTYPE", "SHAPE", "STORED", "CODEC"]
     assert lines[-2].split() == ["dense/kernel", "float32", "[2,", "3]", "24", "B", "none"]

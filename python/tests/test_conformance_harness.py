@@ -453,7 +453,7 @@ def test_the_adapter_answers_hello_unknown_ops_and_errors(tmp_path: Path) -> Non
     assert hello["protocol"] == 1
     assert hello["ops"] == ["read", "write", "merge"]
     assert hello["profiles"] == ["core-read", "zstd", "slices", "object-graph", "write",
-                                 "parts-merge"]  # the reference claims the whole suite
+                                 "parts-merge", "pool"]  # the reference claims the whole suite
     assert adapter.handle({"op": "hello", "protocol": 2})["protocol"] == 1
     assert adapter.handle({"op": "hello", "protocol": 0})["category"] is None
     assert adapter.handle({"op": "rewrite"})["result"] == "skipped"

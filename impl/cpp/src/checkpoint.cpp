@@ -65,6 +65,7 @@ std::unique_ptr<Checkpoint> Checkpoint::Open(const std::string& path) {
   CheckIndexContent(c.index_, c.index_offset_, &c.tensors_, &c.blocks_,        // steps 10 to 15
                     IndexKind::kCheckpoint, faults);
   c.shard_files_ = OpenShardFiles(c.index_, c.directory_, c.index_name_);      // step 16
+  CheckPoolIdentities(c.index_, c.shard_files_);                               // step 16b
   // The adapter uses the graph, so it checks it now, before any tensor
   // byte ([R-GRAPH-001]; presence is field presence).
   if (c.index_.has_object_graph()) CheckGraph(c.index_, faults);

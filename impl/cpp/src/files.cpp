@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
@@ -38,6 +40,13 @@ int OpenRegular(const std::string& name, int extra_flags, uint64_t* size) {
   }
   *size = static_cast<uint64_t>(info.st_size);
   return fd;
+}
+
+// The directory holding `path`, "/" for a file at the root.
+std::string Parent(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
 }
 
 }  // namespace
@@ -107,6 +116,38 @@ File OpenIndexFile(const std::string& path, std::string* directory, std::string*
          name + ": no regular file, so no committed checkpoint");
   }
   return File(fd, name, size);
+}
+
+File OpenPoolObject(const std::string& directory, const std::string& index_name,
+                    const std::string& name) {
+  // The managed root: the directory of a single file, the parent of a
+  // checkpoint directory, after the links of the path the reader was given.
+  char real[PATH_MAX];
+  const std::string index_path = directory + "/" + index_name;
+  if (::realpath(index_path.c_str(), real) == nullptr) EnvironmentError("cannot resolve", index_path);
+  std::string root = Parent(real);
+  if (index_name == "index.ocf") root = Parent(root);
+  const std::string pool = (root == "/" ? "" : root) + "/ocf-pool";
+  int dir = ::open(pool.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir < 0) {
+    if (errno != ENOENT && errno != ENOTDIR && errno != ELOOP) EnvironmentError("cannot open", pool);
+    Fail(Category::kNotFound, "R-POOL-003",
+         pool + ": no pool directory (nothing, a file, or a symbolic link, never followed)");
+  }
+  int fd = ::openat(dir, name.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+  const int open_errno = errno;
+  ::close(dir);
+  const std::string full = pool + "/" + name;
+  struct stat info {};
+  if (fd >= 0 && (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode))) {
+    ::close(fd);
+    fd = -1;
+  } else if (fd < 0 && open_errno != ENOENT && open_errno != ELOOP && open_errno != ENOTDIR) {
+    errno = open_errno;
+    EnvironmentError("cannot open", full);
+  }
+  if (fd < 0) Fail(Category::kNotFound, "R-POOL-003", full + ": no regular file has this name");
+  return File(fd, full, static_cast<uint64_t>(info.st_size));
 }
 
 File OpenFileInDirectory(const std::string& directory, const std::string& name,

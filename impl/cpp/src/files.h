@@ -43,4 +43,11 @@ File OpenIndexFile(const std::string& path, std::string* directory, std::string*
 File OpenFileInDirectory(const std::string& directory, const std::string& name,
                          const std::string& requirement);
 
+// The pool object `name` of the managed root of the index file `directory`/
+// `index_name` (spec/pool.md): in the directory ocf-pool of that root, with
+// no symbolic link followed, neither at ocf-pool nor at `name`; NOT_FOUND
+// otherwise [R-POOL-003].
+File OpenPoolObject(const std::string& directory, const std::string& index_name,
+                    const std::string& name);
+
 }  // namespace ocf

@@ -9,6 +9,7 @@
 #include "container.h"
 #include "dtypes.h"
 #include "errors.h"
+#include "sha256.h"
 
 namespace ocf {
 namespace {
@@ -32,10 +33,12 @@ std::string Block(uint64_t j) { return "block " + std::to_string(j); }
 // --- steps 10 to 13: features and shards ---------------------------------
 
 void CheckRequiredFeatures(const v1::Index& index, IndexKind kind) {
-  // Formats 1.0 and 1.1 define no feature names for checkpoints, so a
-  // reader knows none [R-FEAT-001] [R-FEAT-002]; a merge knows "part".
+  // Formats 1.0 and 1.1 define no feature names for checkpoints; 1.2
+  // defines "pool", which a reader of checkpoints knows [R-FEAT-001]
+  // [R-FEAT-002] [R-POOL-001]; a merge knows "part".
   for (const std::string& name : index.header().required_features()) {
     if (kind == IndexKind::kPart && name == "part") continue;
+    if (kind == IndexKind::kCheckpoint && name == "pool") continue;
     Fail(Category::kUnknownRequiredFeature, "R-FEAT-001",
          "the index requires feature '" + name + "', which this implementation does not implement");
   }
@@ -68,6 +71,34 @@ bool IsDeviceName(const std::string& path) {
          stem[3] >= '1' && stem[3] <= '9';
 }
 
+bool ListsPool(const v1::Index& index) {
+  for (const std::string& name : index.header().required_features()) {
+    if (name == "pool") return true;
+  }
+  return false;
+}
+
+// A pool shard, on the index alone, in the order of spec/pool.md
+// [R-POOL-001] [R-POOL-002].
+void CheckPoolShard(const v1::Index& index, int s) {
+  const v1::Shard& shard = index.shards(s);
+  const std::string what = "pool shard " + std::to_string(s) + " ('" + shard.path() + "')";
+  if (!ListsPool(index)) {
+    Fail(Category::kInvalid, "R-POOL-001", what + " is in an index that does not list the feature 'pool'");
+  }
+  if (shard.pool_sha256().size() != 32) {
+    Fail(Category::kInvalid, "R-POOL-002",
+         what + " has a pool_sha256 of " + std::to_string(shard.pool_sha256().size()) + " bytes, not 32");
+  }
+  if (!HasShardNameSyntax(shard.path())) {
+    Fail(Category::kInvalid, "R-POOL-002", what + ": not a plain file name of [A-Za-z0-9._-]");
+  }
+  if (shard.length() < 64 || shard.length() > (uint64_t(1) << 63) - 1) {
+    Fail(Category::kInvalid, "R-POOL-002",
+         what + " has length " + std::to_string(shard.length()) + ", outside [64, 2^63 - 1]");
+  }
+}
+
 void CheckShards(const v1::Index& index) {
   const auto& shards = index.shards();
   if (static_cast<uint64_t>(shards.size()) > kMaxShards) {
@@ -79,6 +110,10 @@ void CheckShards(const v1::Index& index) {
     const std::string& path = shards.Get(s).path();
     if (!seen.insert(path).second) {
       Fail(Category::kInvalid, "R-SHARD-003", "shard " + std::to_string(s) + " repeats the path '" + path + "'");
+    }
+    if (!shards.Get(s).pool_sha256().empty()) {
+      CheckPoolShard(index, s);
+      continue;
     }
     if (path.empty()) continue;
     if (!HasShardNameSyntax(path)) {
@@ -480,21 +515,40 @@ std::vector<File> OpenShardFiles(const v1::Index& index, const std::string& dire
   for (int s = 0; s < index.shards_size(); ++s) {
     const v1::Shard& shard = index.shards(s);
     if (shard.path().empty()) continue;
-    if (AsciiLower(shard.path()) == AsciiLower(index_name)) {
+    const bool pooled = !shard.pool_sha256().empty();
+    const std::string requirement = pooled ? "R-POOL-003" : "R-SHARD-002";
+    if (!pooled && AsciiLower(shard.path()) == AsciiLower(index_name)) {
       Fail(Category::kInvalid, "R-SHARD-006", "shard '" + shard.path() + "' names the index file itself");
     }
-    File file = OpenFileInDirectory(directory, shard.path(), "R-SHARD-002");
+    File file = pooled ? OpenPoolObject(directory, index_name, shard.path())
+                       : OpenFileInDirectory(directory, shard.path(), requirement);
     if (file.size() != shard.length()) {
-      Fail(Category::kMalformed, "R-SHARD-002",
+      Fail(Category::kMalformed, requirement,
            file.name() + ": " + std::to_string(file.size()) + " bytes, the index records " +
                std::to_string(shard.length()));
     }
     if (!HasPreambleMagic(file)) {
-      Fail(Category::kMalformed, "R-SHARD-002", file.name() + ": no OCF preamble magic");
+      Fail(Category::kMalformed, requirement, file.name() + ": no OCF preamble magic");
     }
     files[s] = std::move(file);
   }
   return files;
+}
+
+void CheckPoolIdentities(const v1::Index& index, const std::vector<File>& files) {
+  constexpr uint64_t kPiece = uint64_t(16) << 20;
+  for (int s = 0; s < index.shards_size(); ++s) {
+    const v1::Shard& shard = index.shards(s);
+    if (shard.pool_sha256().empty()) continue;
+    Sha256 hash;
+    for (uint64_t at = 0; at < files[s].size(); at += kPiece) {
+      hash.Update(files[s].Read(at, std::min(kPiece, files[s].size() - at)));
+    }
+    if (hash.Digest() != shard.pool_sha256()) {
+      Fail(Category::kIntegrity, "R-POOL-004",
+           files[s].name() + ": its SHA-256 is not the pool_sha256 the index records");
+    }
+  }
 }
 
 }  // namespace ocf

@@ -28,8 +28,9 @@ void CheckIndexContent(const v1::Index& index, uint64_t index_offset,
 // Step 16 for every external shard of `index`, in order: it is not the
 // index file itself, named `index_name` in `directory` (INVALID,
 // [R-SHARD-006]); the regular file exists (NOT_FOUND), has the recorded
-// length and begins with the preamble magic (MALFORMED). Returns the open
-// files by shard number (the index file's own slot stays closed).
+// length and begins with the preamble magic (MALFORMED); a pool shard is
+// opened in the pool of the managed root instead [R-POOL-003]. Returns the
+// open files by shard number (the index file's own slot stays closed).
 std::vector<File> OpenShardFiles(const v1::Index& index, const std::string& directory,
                                  const std::string& index_name);
 
@@ -37,6 +38,10 @@ std::vector<File> OpenShardFiles(const v1::Index& index, const std::string& dire
 // up to rank 4, whose boxes the tiling check decides in O(r k log k) by
 // their corners (boxes.cpp); 4096 above, where it may compare pairs.
 uint64_t MaxSlices(uint64_t rank);
+
+// Step 16b of a full verification: the SHA-256 of every pool shard's file,
+// in order, against its pool_sha256; INTEGRITY otherwise [R-POOL-004].
+void CheckPoolIdentities(const v1::Index& index, const std::vector<File>& files);
 
 // [R-META-002]: LIMIT_EXCEEDED when a value of `metadata` (whose values are
 // at level 0) lies above level 32. `where` names the map in messages.

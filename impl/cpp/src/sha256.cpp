@@ -52,6 +52,29 @@ void CompressBlock(std::array<uint32_t, 8>& state, const unsigned char* block) {
 
 }  // namespace
 
+void Sha256::Update(const std::string& piece) {
+  length_ += piece.size();
+  pending_ += piece;
+  size_t whole = pending_.size() / 64 * 64;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(pending_.data());
+  for (size_t at = 0; at < whole; at += 64) CompressBlock(state_, bytes + at);
+  pending_.erase(0, whole);
+}
+
+std::string Sha256::Digest() {
+  const uint64_t bits = length_ * 8;
+  std::string tail = pending_ + '\x80';
+  tail.append((tail.size() <= 56 ? 56 : 120) - tail.size(), '\0');
+  for (int i = 7; i >= 0; --i) tail += static_cast<char>((bits >> (8 * i)) & 0xFF);
+  const auto* bytes = reinterpret_cast<const unsigned char*>(tail.data());
+  for (size_t at = 0; at < tail.size(); at += 64) CompressBlock(state_, bytes + at);
+  std::string digest;
+  for (uint32_t word : state_) {
+    for (int i = 3; i >= 0; --i) digest += static_cast<char>((word >> (8 * i)) & 0xFF);
+  }
+  return digest;
+}
+
 std::string Sha256Hex(const std::string& data) {
   std::array<uint32_t, 8> state = {0x6a09e667, 0xbb67ae85, 0x3c6ef372,
                                    0xa54ff53a, 0x510e527f, 0x9b05688c,

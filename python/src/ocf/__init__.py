@@ -44,6 +44,7 @@ _PUBLIC_MODULES = {
     "load_file": "ocf.numpy",
     "open": "ocf.numpy",
     "save_file": "ocf.numpy",
+    "export": "ocf.interop.ocf.relayout",
     # Object-based checkpoints.
     "Checkpoint": "ocf.objects.checkpoint",
     "Module": "ocf.objects.tracking",
@@ -87,6 +88,7 @@ __all__ = [
     "Variable",
     "Writer",
     "__version__",
+    "export",
     "latest_checkpoint",
     "list_variables",
     "load_file",
@@ -116,6 +118,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ loads these
     from ocf.format.reader import Reader
     from ocf.format.source import Source
     from ocf.format.writer import Writer
+    from ocf.interop.ocf.relayout import export
     from ocf.numpy import load_file, open, save_file
     from ocf.objects.checkpoint import Checkpoint
     from ocf.objects.manager import CheckpointManager

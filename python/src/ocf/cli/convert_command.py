@@ -16,8 +16,21 @@ from ocf.format.errors import OCFError
 from ocf.interop.converting import convert as run
 from ocf.interop.converting import detect_source, target_for
 from ocf.interop.ocf import OCF
+from ocf.interop.ocf.relayout import export
 from ocf.interop.output import reporting_progress
 from ocf.interop.registry import by_name, open_checkpoint
+
+
+def export_command(args: argparse.Namespace) -> int:
+    """``ocf export SRC DST``: one checkpoint standalone, every byte in it (ocf.export)."""
+    bar = progress(_size(args.src), "export")
+    try:
+        with reporting_progress(bar.update):
+            export(args.src, args.dst, layout=args.layout)
+    finally:
+        bar.close()
+    print(f"exported {args.src} -> {args.dst} (standalone, {args.layout})")
+    return 0
 
 
 def convert(args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@
     ocf diff A B [--rtol R] [--atol A] [--json]
     ocf convert SRC DST [--to FORMAT] [--from FORMAT] [--layout L] [--compression C]
                 [--chunk-size N]   (see ocf.interop.converting)
+    ocf export SRC DST [--layout L]   (a standalone copy of one checkpoint, ocf.export)
     ocf conformance [--impl COMMAND] [...]   (see ocf.conformance.harness)
 
 Every command reads every format OCF reads (ocf.interop.registry): OCF files
@@ -27,7 +28,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ocf.cli.convert_command import convert
+from ocf.cli.convert_command import convert, export_command
 from ocf.cli.diff_command import ERROR as DIFF_ERROR
 from ocf.cli.diff_command import diff
 from ocf.cli.inspect_command import inspect
@@ -115,6 +116,14 @@ def _parser() -> argparse.ArgumentParser:
                    help="OCF target: bytes per checksummed chunk (a multiple of 64, "
                    "4096 to 1 GiB)")
     p.set_defaults(run=convert)
+    p = commands.add_parser(
+        "export", help="write one OCF checkpoint standalone, every byte in it (a checkpoint "
+        "of an incremental save keeps its blocks in its directory's pool)")
+    p.add_argument("src", help="the OCF checkpoint (file or directory)")
+    p.add_argument("dst", help="where to write the standalone checkpoint")
+    p.add_argument("--layout", choices=("file", "directory"), default="file",
+                   help="one file (default), or a directory of an index and shards")
+    p.set_defaults(run=export_command)
     # Only listed here: main() hands its arguments to the harness's own parser.
     commands.add_parser("conformance", add_help=False,
                         help="run the conformance suite against an implementation")

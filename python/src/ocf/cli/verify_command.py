@@ -17,6 +17,7 @@ from ocf.cli.jsonout import emit
 from ocf.cli.managed import resolved
 from ocf.cli.progress import progress
 from ocf.cli.stats import piece_plan, stored_bytes
+from ocf.format.reader import Reader
 from ocf.format.source import AnySource
 from ocf.interop.base import Format
 from ocf.interop.ocf import OCF
@@ -46,8 +47,10 @@ def verify(args: argparse.Namespace) -> int:
 
 def read_everything(found: Format, source: AnySource) -> int:
     """Read every piece of every tensor; the bytes checked (stored bytes for OCF)."""
-    # The order of a full verification [R-VERIFY-001]: the object graph, before any
-    # tensor byte.
+    # The order of a full verification [R-VERIFY-001]: every referenced pool byte
+    # [R-POOL-004], then the object graph, before any tensor byte.
+    if isinstance(source, Reader):
+        source.check_pool_identities()
     _ = source.object_graph
     keys = list(source)
     total = sum(stored_bytes(source, k) for k in keys)

@@ -47,6 +47,7 @@ def hello(request: Message) -> Message:
 def read(request: Message) -> Message:
     """Open the checkpoint, read every tensor and the object graph, describe them."""
     with Reader(request["path"]) as reader:
+        reader.check_pool_identities()  # step 16b of a full verification [R-POOL-004]
         return {"result": "ok", **semantics.describe(reader)}
 
 

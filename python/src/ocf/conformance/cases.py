@@ -30,7 +30,7 @@ ID_PATTERN = re.compile(r"[A-Za-z0-9_+-]+(\.[A-Za-z0-9_+-]+)*")
 MEANING_KEYS = ("tensors", "metadata", "object_graph")
 SAVE_ID = re.compile(r"[0-9a-f]{16}")
 # Conformance profiles (spec/README.md, "Conformance profiles"): what a case needs.
-PROFILES = ("core-read", "zstd", "slices", "object-graph", "write", "parts-merge")
+PROFILES = ("core-read", "zstd", "slices", "object-graph", "write", "parts-merge", "pool")
 # The profile every case of an op has; a case.json without "profiles" has only it.
 BASE_PROFILE = {"read": "core-read", "write": "write", "merge": "parts-merge"}
 

@@ -46,8 +46,9 @@ MIN_FILE_SIZE = PREAMBLE_SIZE + FOOTER_SIZE
 
 ALIGNMENT = 64
 FORMAT_MAJOR = 1
-# 1.1 added the object graph (spec/objects.md), which 1.0 readers ignore; what 1.2
-# changed is listed in spec/format.md, "Versioning and compatibility".
+# 1.1 added the object graph (spec/objects.md), which 1.0 readers ignore; 1.2 the pool
+# (spec/pool.md, announced by a required feature) and higher limits on slices per
+# tensor and index bytes; spec/format.md, "Versioning and compatibility", lists both.
 FORMAT_MINOR = 2
 
 INDEX_FILE_NAME = "index.ocf"

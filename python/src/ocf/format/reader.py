@@ -28,12 +28,13 @@ from ocf.format.errors import (
     OCFError,
 )
 from ocf.format.index.decoding import Index, decode_index
-from ocf.format.index.model import Block, Slice, TensorInfo
+from ocf.format.index.model import Block, Shard, Slice, TensorInfo
 from ocf.format.index.tables import SmallPlain
 from ocf.format.memory import allocate, needing
 from ocf.format.metadata import MetadataValue
 from ocf.format.object_graph import ObjectGraph, decode_graph
 from ocf.format.pieces import Piece
+from ocf.format.pool import check_identity, pool_directory
 from ocf.format.raw import check_bool, decode_strings
 from ocf.format.reading.blocks import BlockReader, GroupRead, runs
 from ocf.format.slicing import Box, as_array_index, chunks_touching, intersect, select
@@ -82,7 +83,7 @@ class Reader(Source[TensorInfo]):
             self.index = self._read_index(self._own)
             for shard in self.index.shards:  # step 16, eager [R-VERIFY-001]
                 self._blocks.add_shard(self._own if shard.path == "" else
-                                       self._open_shard(shard.path, shard.length))
+                                       self._open_shard(shard))
         except BaseException:
             self.close()
             raise
@@ -105,13 +106,28 @@ class Reader(Source[TensorInfo]):
     def bytes_read(self, count: int) -> None:  # a caller may reset the count
         self._blocks.bytes_read = count
 
-    def _open_shard(self, name: str, length: int) -> Input:
-        """The shard ``name`` of the index, beside the index file [R-SHARD-001], and
-        never the index file itself [R-SHARD-006]."""
+    def _open_shard(self, shard: Shard) -> Input:
+        """The shard of the index: beside the index file [R-SHARD-001], and never the
+        index file itself [R-SHARD-006]; or a pool object [R-POOL-003]."""
+        name, length = shard.path, shard.length
+        if shard.pool_sha256:
+            return self._storage.open_pool_shard(pool_directory(self.path), name, length)
         if _ascii_folded(name) == _ascii_folded(self.path.name):
             raise InvalidError(f"shard {name!r} names the index file itself",
                                path=self.path, requirement="R-SHARD-006")
         return self._storage.open_shard(self.path.parent / name, length)
+
+    def shard_input(self, number: int) -> Input:
+        """The open file of shard ``number`` of the index (opened and checked at open)."""
+        return self._blocks.shards[number]
+
+    def check_pool_identities(self) -> None:
+        """Hash every pool object the index lists, in order, against its recorded
+        SHA-256 (IntegrityError): step 16b of a full verification, which reads every
+        byte of them [R-POOL-004]. Ordinary reads check chunk CRCs only."""
+        for number, shard in enumerate(self.index.shards):
+            if shard.pool_sha256:
+                check_identity(self._blocks.shards[number], shard.pool_sha256)
 
     # -- opening --------------------------------------------------------------
 
@@ -327,9 +343,10 @@ class Reader(Source[TensorInfo]):
             self._blocks.verify_block(info, block)
 
     def verify_all(self) -> None:
-        """A full verification, after what opening checked [R-VERIFY-001]: the object
-        graph (if any), then every chunk of every tensor in table order: checksums,
-        codecs, byte strings, bools."""
+        """A full verification, after what opening checked [R-VERIFY-001]: the identity
+        of every pool object (step 16b), the object graph (if any), then every chunk
+        of every tensor in table order: checksums, codecs, byte strings, bools."""
+        self.check_pool_identities()
         _ = self.object_graph  # checked once, before any tensor byte is read
         for key in self:
             self.read_tensor(key)

@@ -26,12 +26,20 @@ from ocf.format.errors import InvalidError
 from ocf.format.limits import MAX_CHUNK_SIZE, MIN_CHUNK_SIZE
 from ocf.format.metadata import encode_map
 from ocf.format.object_graph import Node, decode_graph, encode_graph
+from ocf.format.reader import Reader
 from ocf.format.slicing import Box
 from ocf.format.storage.backend import Layout, backend_of
 from ocf.format.storage.location import Location, StorageOptions, locate
 from ocf.format.writing.blocks import BlockEmitter
-from ocf.format.writing.committers import committer_for
-from ocf.format.writing.items import Tensors
+from ocf.format.writing.committers import Committer, committer_for
+from ocf.format.writing.items import Item, Tensors
+from ocf.format.writing.pooled import (
+    PoolCommitter,
+    Reuse,
+    banded_items,
+    open_base,
+    pooled_committer,
+)
 from ocf.v1 import index_pb2
 
 DEFAULT_CHUNK_SIZE = 1 << 20
@@ -51,6 +59,16 @@ class Writer:
     ``.ocf``); ``layout="directory"`` writes a directory with ``index.ocf``
     and data shards of at most ``max_shard_size`` bytes each (a tensor
     larger than that gets a shard of its own).
+
+    ``incremental=True`` (format 1.2, spec/pool.md) writes the single-file form
+    whose blocks all live in the pool ``ocf-pool`` of the file's directory,
+    its managed root: the blocks whose bytes the checkpoint ``base`` (of the
+    same root, usually the latest) already stores there are referenced, the
+    others written to new pool objects; tensors above 1 MiB are stored as bands
+    of rows so that a change rewrites only its band. Such a checkpoint is read
+    like any other, but is complete only with its pool (``ocf export`` copies
+    one out); :class:`ocf.CheckpointManager` with ``incremental=True`` keeps
+    the pool and deletes what no checkpoint references.
 
     Extension points, public and stable (``ocf.distributed.parts.PartWriter`` writes a
     part index of a multi-writer save with them, spec/parts.md): the class
@@ -84,6 +102,8 @@ class Writer:
         threads: int | None = None,
         write_id: str | None = None,
         storage_options: StorageOptions | None = None,
+        incremental: bool = False,
+        base: str | os.PathLike[str] | None = None,
     ) -> None:
         # A URL (s3://...) names an object store: its files are uploaded under
         # their final names, and completing the index upload commits [R-COMMIT-005].
@@ -108,11 +128,23 @@ class Writer:
         self._tensors = Tensors()
         self._graph: list[Node] | None = None
         self._closed = False
-        self._committer = committer_for(layout, storage, self.target,
-                                        self.write_id, max_shard_size)
+        self._incremental = incremental
+        self._base: Reader | None = None
+        self._pooled: PoolCommitter | None = None
+        reuse = None
+        if incremental:
+            committer = pooled_committer(layout, storage, self.target, self.write_id,
+                                         max_shard_size)
+            self._base = open_base(base, self.target)
+            reuse = Reuse(self._base, self._tensors, committer).block_for
+            self._committer: Committer = committer
+            self._pooled = committer
+        else:
+            self._committer = committer_for(layout, storage, self.target,
+                                            self.write_id, max_shard_size)
         self._emitter = BlockEmitter(self._committer, self._tensors.table, self.compression,
                                      self.level, self.byte_shuffle, chunk_size,
-                                     threads or min(4, os.cpu_count() or 1))
+                                     threads or min(4, os.cpu_count() or 1), reuse)
 
     # -- public API -----------------------------------------------------------
 
@@ -142,7 +174,11 @@ class Writer:
             ...     writer.write_many([("step", np.array(10))])
         """
         pairs = tensors.items() if isinstance(tensors, Mapping) else tensors
-        self._emitter.emit(self._tensors.whole(key, value) for key, value in pairs)
+        if self._incremental:  # large tensors as bands of rows, each reused or written
+            self._emit(item for key, value in pairs
+                       for item in banded_items(self._tensors, key, value))
+            return
+        self._emit(self._tensors.whole(key, value) for key, value in pairs)
 
     def write_slice(
         self, key: str, array: np.ndarray, start: Sequence[int], shape: Sequence[int]
@@ -152,7 +188,7 @@ class Writer:
         Several calls build one tensor; at commit its boxes must tile the
         global shape exactly [R-SLICE-002].
         """
-        self._emitter.emit(self._tensors.slices(key, array, start, shape))
+        self._emit(self._tensors.slices(key, array, start, shape))
 
     def write_slices(self, key: str, array: np.ndarray, start: Sequence[int],
                      shape: Sequence[int], boxes: Sequence[Box]) -> None:
@@ -173,7 +209,16 @@ class Writer:
             ...     writer.write_slices("table", table, (0, 0), (8, 8),
             ...                         [((0, 0), (4, 8)), ((4, 0), (4, 8))])
         """
-        self._emitter.emit(self._tensors.slices(key, array, start, shape, boxes))
+        self._emit(self._tensors.slices(key, array, start, shape, boxes))
+
+    def _emit(self, items: Iterable[Item]) -> None:
+        """Write ``items``; an incremental write also waits until their bytes are hashed,
+        since the caller may change its arrays once the call returns."""
+        try:
+            self._emitter.emit(items)
+        finally:
+            if self._pooled is not None:
+                self._pooled.settle()
 
     def write_tiles(self, key: str, array: np.ndarray, start: Sequence[int],
                     shape: Sequence[int], tile: Sequence[int]) -> None:
@@ -255,12 +300,19 @@ class Writer:
             raise
         self._closed = True
         self._emitter.close()
+        self._close_base()
 
     def abort(self) -> None:
         """Drop everything written so far; the target is left as it was."""
         self._committer.abort()
         self._closed = True
         self._emitter.close(cancel=True)
+        self._close_base()
+
+    def _close_base(self) -> None:
+        if self._base is not None:
+            self._base.close()
+            self._base = None
 
     def __enter__(self) -> Writer:
         return self

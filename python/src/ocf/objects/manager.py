@@ -78,6 +78,7 @@ from ocf.format.errors import (
 )
 from ocf.format.storage.backend import WriterLock, backend_of
 from ocf.format.storage.location import StorageOptions, join_path, locate
+from ocf.objects.incremental import IncrementalSaves
 from ocf.objects.recovery import number_of
 from ocf.objects.state_file import (
     STATE_FILE_NAME,
@@ -157,7 +158,11 @@ class CheckpointManager:
     ``checkpoint_interval``, ``save`` does nothing until ``step_counter``
     advanced that many steps since the last save. With ``best_fn`` (a function
     of a checkpoint's metrics, as Orbax's), the checkpoints that fall out are
-    the worst-ranked instead of the oldest (see :meth:`save`).
+    the worst-ranked instead of the oldest (see :meth:`save`). With
+    ``incremental=True`` (a local directory, a managed object that takes
+    ocf.Writer's options, as :class:`ocf.Checkpoint`), each save writes only the
+    blocks whose bytes changed since the latest checkpoint into the directory's
+    pool and references the others (:mod:`ocf.objects.incremental`).
 
     A manager reopened on the same directory continues from its state file,
     dropping entries whose files are gone. ``clock`` gives the timestamps
@@ -188,6 +193,7 @@ class CheckpointManager:
         storage_options: StorageOptions | None = None,
         best_fn: Callable[[Metrics], float] | None = None,
         best_mode: Literal["max", "min"] = "max",
+        incremental: bool = False,
     ) -> None:
         _check_options(max_to_keep, keep_checkpoint_every_n_hours, step_counter,
                        checkpoint_interval)
@@ -219,6 +225,7 @@ class CheckpointManager:
         # background while the training thread may read the properties.
         self._lock = threading.Lock()
         self._writer_lock: WriterLock | None = None  # taken by the first save
+        self._pool = IncrementalSaves(self._where) if incremental else None
         now = clock()
         self._recover(recovered_state(self._directory, self._name, storage_options, now), now)
 
@@ -360,6 +367,8 @@ class CheckpointManager:
             if self._sweep():  # step 3: deletions, then the state without them
                 self._record()
             self._remove_leftovers()
+            if self._pool is not None:  # what no retained checkpoint references any more
+                self._pool.collect()
 
     def _current_step(self) -> int:
         counter = self._step_counter
@@ -378,6 +387,15 @@ class CheckpointManager:
     def _take_writer_lock(self) -> None:
         if self._writer_lock is None:
             self._writer_lock = self._storage.lock_writer(self._where)
+
+    def collect_garbage(self) -> list[str]:
+        """Delete the pool objects (``incremental=True``) that no checkpoint of the
+        directory references, as each save does after its deletions; their names."""
+        if self._pool is None:
+            return []
+        wait_for_pending()
+        self._take_writer_lock()
+        return self._pool.collect()
 
     def close(self) -> None:
         """Wait for a background save, then give up the directory's writer lock."""
@@ -436,6 +454,11 @@ class CheckpointManager:
             options["storage_options"] = self._storage_options
         if not blocking:
             options["blocking"] = False
+        if self._pool is not None:
+            # The previous save, its deletions and its collection are over: its
+            # checkpoint is the latest, and nothing removes what the new one reuses.
+            wait_for_pending()
+            options.update(self._pool.writer_options(self.latest_checkpoint))
         return method(path, **options)
 
     def _name_of(self, path: object) -> str:

@@ -27,7 +27,7 @@ from ocf.v1 import object_graph_pb2 as ocf_dot_v1_dot_object__graph__pb2
 from ocf.v1 import tensor_pb2 as ocf_dot_v1_dot_tensor__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12ocf/v1/index.proto\x12\x06ocf.v1\x1a\x15ocf/v1/metadata.proto\x1a\x19ocf/v1/object_graph.proto\x1a\x13ocf/v1/tensor.proto\"3\n\x06Header\x12\x19\n\x11required_features\x18\x01 \x03(\t\x12\x0e\n\x06writer\x18\x02 \x01(\t\"%\n\x05Shard\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0e\n\x06length\x18\x02 \x01(\x04\"\xc6\x02\n\x05Index\x12\x1e\n\x06header\x18\x01 \x01(\x0b\x32\x0e.ocf.v1.Header\x12\x1d\n\x06shards\x18\x02 \x03(\x0b\x32\r.ocf.v1.Shard\x12$\n\x07tensors\x18\x03 \x01(\x0b\x32\x13.ocf.v1.TensorTable\x12\"\n\x06\x62locks\x18\x04 \x01(\x0b\x32\x12.ocf.v1.BlockTable\x12-\n\x08metadata\x18\x05 \x03(\x0b\x32\x1b.ocf.v1.Index.MetadataEntry\x12)\n\x0cobject_graph\x18\x06 \x01(\x0b\x32\x13.ocf.v1.ObjectGraph\x12\x1a\n\x04part\x18\x07 \x01(\x0b\x32\x0c.ocf.v1.Part\x1a>\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x1c\n\x05value\x18\x02 \x01(\x0b\x32\r.ocf.v1.Value:\x02\x38\x01\"6\n\x04Part\x12\x0f\n\x07save_id\x18\x01 \x01(\t\x12\x0e\n\x06number\x18\x02 \x01(\r\x12\r\n\x05\x63ount\x18\x03 \x01(\rBI\n\x13org.openckpt.ocf.v1B\nIndexProtoP\x01Z$openckpt.org/ocf/gen/go/ocf/v1;ocfv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12ocf/v1/index.proto\x12\x06ocf.v1\x1a\x15ocf/v1/metadata.proto\x1a\x19ocf/v1/object_graph.proto\x1a\x13ocf/v1/tensor.proto\"3\n\x06Header\x12\x19\n\x11required_features\x18\x01 \x03(\t\x12\x0e\n\x06writer\x18\x02 \x01(\t\":\n\x05Shard\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0e\n\x06length\x18\x02 \x01(\x04\x12\x13\n\x0bpool_sha256\x18\x03 \x01(\x0c\"\xc6\x02\n\x05Index\x12\x1e\n\x06header\x18\x01 \x01(\x0b\x32\x0e.ocf.v1.Header\x12\x1d\n\x06shards\x18\x02 \x03(\x0b\x32\r.ocf.v1.Shard\x12$\n\x07tensors\x18\x03 \x01(\x0b\x32\x13.ocf.v1.TensorTable\x12\"\n\x06\x62locks\x18\x04 \x01(\x0b\x32\x12.ocf.v1.BlockTable\x12-\n\x08metadata\x18\x05 \x03(\x0b\x32\x1b.ocf.v1.Index.MetadataEntry\x12)\n\x0cobject_graph\x18\x06 \x01(\x0b\x32\x13.ocf.v1.ObjectGraph\x12\x1a\n\x04part\x18\x07 \x01(\x0b\x32\x0c.ocf.v1.Part\x1a>\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x1c\n\x05value\x18\x02 \x01(\x0b\x32\r.ocf.v1.Value:\x02\x38\x01\"6\n\x04Part\x12\x0f\n\x07save_id\x18\x01 \x01(\t\x12\x0e\n\x06number\x18\x02 \x01(\r\x12\r\n\x05\x63ount\x18\x03 \x01(\rBI\n\x13org.openckpt.ocf.v1B\nIndexProtoP\x01Z$openckpt.org/ocf/gen/go/ocf/v1;ocfv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,11 +40,11 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_HEADER']._serialized_start=101
   _globals['_HEADER']._serialized_end=152
   _globals['_SHARD']._serialized_start=154
-  _globals['_SHARD']._serialized_end=191
-  _globals['_INDEX']._serialized_start=194
-  _globals['_INDEX']._serialized_end=520
-  _globals['_INDEX_METADATAENTRY']._serialized_start=458
-  _globals['_INDEX_METADATAENTRY']._serialized_end=520
-  _globals['_PART']._serialized_start=522
-  _globals['_PART']._serialized_end=576
+  _globals['_SHARD']._serialized_end=212
+  _globals['_INDEX']._serialized_start=215
+  _globals['_INDEX']._serialized_end=541
+  _globals['_INDEX_METADATAENTRY']._serialized_start=479
+  _globals['_INDEX_METADATAENTRY']._serialized_end=541
+  _globals['_PART']._serialized_start=543
+  _globals['_PART']._serialized_end=597
 # @@protoc_insertion_point(module_scope)

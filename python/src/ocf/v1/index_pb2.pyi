@@ -18,12 +18,14 @@ class Header(_message.Message):
     def __init__(self, required_features: _Optional[_Iterable[str]] = ..., writer: _Optional[str] = ...) -> None: ...
 
 class Shard(_message.Message):
-    __slots__ = ("path", "length")
+    __slots__ = ("path", "length", "pool_sha256")
     PATH_FIELD_NUMBER: _ClassVar[int]
     LENGTH_FIELD_NUMBER: _ClassVar[int]
+    POOL_SHA256_FIELD_NUMBER: _ClassVar[int]
     path: str
     length: int
-    def __init__(self, path: _Optional[str] = ..., length: _Optional[int] = ...) -> None: ...
+    pool_sha256: bytes
+    def __init__(self, path: _Optional[str] = ..., length: _Optional[int] = ..., pool_sha256: _Optional[bytes] = ...) -> None: ...
 
 class Index(_message.Message):
     __slots__ = ("header", "shards", "tensors", "blocks", "metadata", "object_graph", "part")

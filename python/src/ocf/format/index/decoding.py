@@ -28,11 +28,12 @@ from ocf.format.limits import MAX_FILE_OFFSET, MAX_SHARDS
 from ocf.format.map_entries import graph_bytes, index_metadata_is_plain, nodes_with_odd_entries
 from ocf.format.memory import out_of_memory
 from ocf.format.metadata import MetadataValue, decode_map
+from ocf.format.pool import DIGEST_SIZE, POOL_FEATURE
 from ocf.v1 import index_pb2, object_graph_pb2
 
-# Feature names this implementation understands [R-FEAT-001]. Format 1.0
-# defines none [R-FEAT-002].
-SUPPORTED_FEATURES: frozenset[str] = frozenset()
+# Feature names this implementation understands [R-FEAT-001]: formats 1.0 and 1.1
+# define none, 1.2 defines "pool" (spec/pool.md) [R-FEAT-002].
+SUPPORTED_FEATURES: frozenset[str] = frozenset({POOL_FEATURE})
 # Marks a part index (spec/parts.md): understood only by the merge, so that
 # every reader of checkpoints refuses a part index [R-PART-001].
 PART_FEATURE = "part"
@@ -102,7 +103,8 @@ def decode_index(data: bytes, path: str, index_offset: int, *, part: bool = Fals
         raise UnknownRequiredFeatureError(
             f"checkpoint requires features this reader does not implement: {', '.join(unknown)}",
             path=path, requirement="R-FEAT-001")
-    shards = check_shards(list(message.shards), path, index_offset)
+    shards = check_shards(list(message.shards), path, index_offset,
+                          pooled=POOL_FEATURE in message.header.required_features)
     tensors = Tables(message.tensors, message.blocks, shards, path, partial=part)
     if not index_metadata_is_plain(data):
         raise InvalidError("a map entry of Index.metadata holds a field other than its key "
@@ -118,9 +120,10 @@ def decode_index(data: bytes, path: str, index_offset: int, *, part: bool = Fals
                       graph_bytes(data) if graph is not None else ())
 
 
-def check_shards(shards: list[index_pb2.Shard], path: str, index_offset: int
-                 ) -> tuple[Shard, ...]:
-    """Check the shard list on the index alone, without touching the file system."""
+def check_shards(shards: list[index_pb2.Shard], path: str, index_offset: int, *,
+                 pooled: bool = False) -> tuple[Shard, ...]:
+    """Check the shard list on the index alone, without touching the file system;
+    pool shards only when ``pooled`` (the index lists the feature "pool")."""
     if len(shards) > MAX_SHARDS:
         raise LimitExceededError(f"{len(shards)} shards, above the limit of {MAX_SHARDS}",
                                  path=path, requirement="R-LIMIT-002")
@@ -132,19 +135,45 @@ def check_shards(shards: list[index_pb2.Shard], path: str, index_offset: int
             raise InvalidError(f"shard path {name!r} is listed twice", path=path,
                                requirement="R-SHARD-003")
         seen.add(name)
+        if shard.pool_sha256:
+            result.append(_pool_shard(shard, pooled, path))
+            continue
         if name == "":
             result.append(Shard("", 0, index_offset))
             continue
-        if not SHARD_NAME.fullmatch(name) or name == INDEX_FILE_NAME:
-            raise InvalidError(f"shard path {name!r} is not a plain file name of [A-Za-z0-9._-] "
-                               "starting with a letter or digit", path=path,
-                               requirement="R-SHARD-001")
-        if not PREAMBLE_SIZE <= shard.length <= MAX_FILE_OFFSET:
-            raise InvalidError(f"shard {name!r} length {shard.length} is outside [64, 2^63)",
-                               path=path, requirement="R-SHARD-002")
+        _check_name_and_length(shard, path, "shard", ("R-SHARD-001", "R-SHARD-002"))
         result.append(Shard(name, shard.length, shard.length))
     _check_portable([s.path for s in result if s.path], path)
     return tuple(result)
+
+
+def _pool_shard(shard: index_pb2.Shard, pooled: bool, path: str) -> Shard:
+    """A pool shard, checked in the order of spec/pool.md [R-POOL-001] [R-POOL-002]."""
+    name = shard.path
+    if not pooled:
+        raise InvalidError(f"shard {name!r} is a pool object (pool_sha256 is set), but the "
+                           f"index does not list the required feature {POOL_FEATURE!r}",
+                           path=path, requirement="R-POOL-001")
+    if len(shard.pool_sha256) != DIGEST_SIZE:
+        raise InvalidError(f"pool shard {name!r} has a pool_sha256 of "
+                           f"{len(shard.pool_sha256)} bytes, not {DIGEST_SIZE}", path=path,
+                           requirement="R-POOL-002")
+    _check_name_and_length(shard, path, "pool shard", ("R-POOL-002", "R-POOL-002"))
+    return Shard(name, shard.length, shard.length, bytes(shard.pool_sha256))
+
+
+def _check_name_and_length(shard: index_pb2.Shard, path: str, what: str,
+                           requirements: tuple[str, str]) -> None:
+    """A plain file name [R-SHARD-001] and a length in [64, 2^63) [R-SHARD-002], each
+    refused citing its requirement of ``requirements`` (a pool shard's: [R-POOL-002])."""
+    name = shard.path
+    if not SHARD_NAME.fullmatch(name) or name == INDEX_FILE_NAME:
+        raise InvalidError(f"{what} path {name!r} is not a plain file name of [A-Za-z0-9._-] "
+                           "starting with a letter or digit", path=path,
+                           requirement=requirements[0])
+    if not PREAMBLE_SIZE <= shard.length <= MAX_FILE_OFFSET:
+        raise InvalidError(f"{what} {name!r} length {shard.length} is outside [64, 2^63)",
+                           path=path, requirement=requirements[1])
 
 
 def _check_portable(names: list[str], path: str) -> None:

@@ -91,3 +91,6 @@ class Shard:
     path: str
     length: int
     region_end: int  # end of the data region [64, region_end)
+    # The SHA-256 of a pool object (spec/pool.md), whose path is then a name in the
+    # pool directory of the managed root; empty for a shard beside the index file.
+    pool_sha256: bytes = b""

@@ -123,6 +123,11 @@ class Backend(Protocol):
         """Open a shard named by an index: it exists (NotFoundError), has ``length``
         bytes and starts with the preamble (MalformedError) [R-SHARD-002]."""
 
+    def open_pool_shard(self, pool: Location, name: str, length: int) -> Input:
+        """Open the pool object ``name`` of the pool directory ``pool``, as
+        :meth:`open_shard` opens a shard, never through a symbolic link, neither at the
+        directory nor at the name (NotFoundError) [R-POOL-003]."""
+
     def read_small(self, path: Location, limit: int) -> bytes | None:
         """The bytes of the small file at ``path``, None if there is none;
         LimitExceededError beyond ``limit`` bytes, which are never read."""

@@ -56,23 +56,26 @@ def _local(path: Location) -> Path:
 
 
 def _open_nonblocking(path: str | os.PathLike[str], what: str, requirement: str | None,
-                      key: str | None = None, *, follow: bool = True) -> int:
-    """A read-only descriptor of ``path``, opened without blocking on a FIFO; unless
-    ``follow``, a symbolic link is refused (ELOOP) instead of followed."""
+                      key: str | None = None, *, follow: bool = True,
+                      dir_fd: int | None = None, shown: Path | None = None) -> int:
+    """A read-only descriptor of ``path`` (relative to ``dir_fd`` if given; messages
+    name ``shown`` then), opened without blocking on a FIFO; unless ``follow``, a
+    symbolic link is refused (ELOOP) instead of followed."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
     if not follow:
         flags |= os.O_NOFOLLOW
     try:
-        return os.open(path, flags)
+        return os.open(path, flags, dir_fd=dir_fd)
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
-        raise NotFoundError(f"{what} cannot be opened: {exc.strerror}", path=os.fspath(path),
-                            key=key, requirement=requirement) from None
+        raise NotFoundError(f"{what} cannot be opened: {exc.strerror}",
+                            path=os.fspath(shown or path), key=key,
+                            requirement=requirement) from None
     except OSError as exc:
         if exc.errno != errno.ELOOP:
             raise  # the environment (permissions, I/O), not the checkpoint
         why = "a symbolic link loop" if follow else \
             "a symbolic link, which is never followed out of the checkpoint's directory"
-        raise NotFoundError(f"{what} is {why}", path=os.fspath(path), key=key,
+        raise NotFoundError(f"{what} is {why}", path=os.fspath(shown or path), key=key,
                             requirement=requirement) from None
 
 
@@ -98,6 +101,23 @@ def open_regular(path: str | os.PathLike[str], what: str, *,
     _regular_or_close(fd, path, what, None, key)
     os.set_blocking(fd, True)
     return os.fdopen(fd, "rb")
+
+
+def _checked_shard(local: Path, fd: int, length: int, requirement: str) -> LocalInput:
+    """The shard open at ``fd``: a regular file of ``length`` bytes that starts with
+    the preamble (NotFoundError, MalformedError) [R-SHARD-002]."""
+    status = _regular_or_close(fd, local, "shard named by the index", requirement)
+    shard = LocalInput(local, fd, status.st_size)
+    try:
+        if shard.size != length:
+            raise MalformedError(f"shard is {shard.size} bytes, the index says "
+                                 f"{length}: truncated or replaced", path=local,
+                                 requirement=requirement)
+        check_preamble(shard.pread(PREAMBLE_SIZE, 0), local, quote=False)
+    except BaseException:
+        shard.close()
+        raise
+    return shard
 
 
 def _pread_exact(fd: int, length: int, offset: int, path: Path) -> bytes:
@@ -283,18 +303,28 @@ class LocalBackend:
         # O_NOFOLLOW: a shard is a file of this directory, never one a link points to.
         fd = _open_nonblocking(local, "shard file named by the index", "R-SHARD-002",
                                follow=False)
-        status = _regular_or_close(fd, local, "shard named by the index", "R-SHARD-002")
-        shard = LocalInput(local, fd, status.st_size)
+        return _checked_shard(local, fd, length, "R-SHARD-002")
+
+    def open_pool_shard(self, pool: Location, name: str, length: int) -> LocalInput:
+        directory = _local(pool)
+        local = directory / name
+        # Neither the pool directory nor the object is ever reached through a link: the
+        # object is opened relative to the directory opened without following one.
         try:
-            if shard.size != length:
-                raise MalformedError(f"shard is {shard.size} bytes, the index says "
-                                     f"{length}: truncated or replaced", path=local,
-                                     requirement="R-SHARD-002")
-            check_preamble(shard.pread(PREAMBLE_SIZE, 0), local, quote=False)
-        except BaseException:
-            shard.close()
-            raise
-        return shard
+            dir_fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+                             | os.O_NOFOLLOW)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                raise  # the environment (permissions, I/O), not the checkpoint
+            raise NotFoundError("the managed root has no pool directory (nothing there, a "
+                                "file, or a symbolic link, which is never followed)",
+                                path=directory, requirement="R-POOL-003") from None
+        try:
+            fd = _open_nonblocking(name, "pool object named by the index", "R-POOL-003",
+                                   follow=False, dir_fd=dir_fd, shown=local)
+        finally:
+            os.close(dir_fd)
+        return _checked_shard(local, fd, length, "R-POOL-003")
 
     def read_small(self, path: Location, limit: int) -> bytes | None:
         local = _local(path)

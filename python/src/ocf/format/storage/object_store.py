@@ -45,6 +45,9 @@ class ObjectStoreBackend:
     def open_shard(self, path: Location, length: int) -> ObjectInput:
         return ObjectInput.open(_object(path), length)
 
+    def open_pool_shard(self, pool: Location, name: str, length: int) -> ObjectInput:
+        return ObjectInput.open(_object(pool / name), length)  # a store has no links
+
     def read_small(self, path: Location, limit: int) -> bytes | None:
         return read_small_object(_object(path), limit)
 

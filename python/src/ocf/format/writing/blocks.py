@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
@@ -40,11 +40,15 @@ _ZEROS = memoryview(bytes(ALIGNMENT))
 
 class BlockEmitter:
     """Writes items as the next blocks of ``committer``'s files and adds them to
-    ``table``; ``threads`` worker threads checksum and encode."""
+    ``table``; ``threads`` worker threads checksum and encode. ``reuse`` (an
+    incremental write, ocf.format.writing.pooled) gives, for an item that is not
+    batched, a block already stored with its bytes, which is then not written."""
 
     def __init__(self, committer: Committer, table: TableBuilder, codec: Codec, level: int,
-                 byte_shuffle: bool, chunk_size: int, threads: int) -> None:
+                 byte_shuffle: bool, chunk_size: int, threads: int,
+                 reuse: Callable[[Item], Block | None] | None = None) -> None:
         self._committer, self._table = committer, table
+        self._reuse = reuse
         self._codec, self._level, self._byte_shuffle = codec, level, byte_shuffle
         self._chunk_size = chunk_size
         self._threads = threads
@@ -61,6 +65,10 @@ class BlockEmitter:
                     self._write_batch(batch)
                     gathered = 0
                     self._write_tiles(item)
+                    continue
+                stored = self._reuse(item) if self._reuse is not None else None
+                if stored is not None:  # already in the pool: nothing to write
+                    self._table.add_block(item.row, stored, item.box)
                     continue
                 if not self._batches(item):  # after the blocks gathered before it
                     self._write_batch(batch)

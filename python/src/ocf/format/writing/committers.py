@@ -101,19 +101,20 @@ class FileCommitter(Committer):
         self._write_index(output, index_bytes)
         output.publish()
         self._outputs.clear()
-        self._remove_leftovers()
+        remove_temporaries_of(self.storage, self.target)
 
-    def _remove_leftovers(self) -> None:
-        """Delete the temporary files of earlier, killed writes of this same path, which
-        [R-COMMIT-004] allows once this commit is done; without it each killed save
-        would leave up to a whole checkpoint behind for good."""
-        if not self.storage.temporary_names:
-            return  # an upload uses no temporary name
-        parent = self.target.parent
-        ours = temp_names_of(re.escape(self.target.name))
-        for name in self.storage.list_names(parent):
-            if ours.fullmatch(name):
-                self.storage.remove(parent / name)
+
+def remove_temporaries_of(storage: Backend, target: Location) -> None:
+    """Delete the temporary files of earlier, killed writes of the file ``target``,
+    which [R-COMMIT-004] allows once a commit to it is done; without it each killed
+    save would leave up to a whole checkpoint behind for good."""
+    if not storage.temporary_names:
+        return  # an upload uses no temporary name
+    parent = target.parent
+    ours = temp_names_of(re.escape(target.name))
+    for name in storage.list_names(parent):
+        if ours.fullmatch(name):
+            storage.remove(parent / name)
 
 
 class DirectoryCommitter(Committer):

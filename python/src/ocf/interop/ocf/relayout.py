@@ -18,12 +18,34 @@ from ocf.format.writer import Writer
 from ocf.interop.output import with_path, written
 
 
-def relayout(src: str | os.PathLike[str], dst: str | os.PathLike[str], **options: Any) -> None:
-    """Write the OCF checkpoint ``src`` to ``dst`` with the :class:`ocf.Writer` ``options``."""
+def export(src: str | os.PathLike[str], dst: str | os.PathLike[str], *,
+           layout: str = "file", **options: Any) -> None:
+    """Write the OCF checkpoint ``src`` as a standalone checkpoint at ``dst``.
+
+    A checkpoint of an incremental save (``ocf.CheckpointManager(...,
+    incremental=True)``) keeps its blocks in the pool of its directory,
+    outside its own file: copying the file alone copies an index whose blocks
+    are missing. The export has every byte in it and no pool shard. Every
+    pool object ``src`` references is checked against its SHA-256 first
+    (spec/pool.md, [R-POOL-004]), and every chunk against its CRC-32C as it
+    is read. ``options`` go to :class:`ocf.Writer` (compression, chunk_size).
+
+    Examples:
+        >>> ocf.export("run/ckpt-42", "ckpt-42-standalone.ocf")
+    """
+    relayout(src, dst, layout=layout, check_pool=True, **options)
+
+
+def relayout(src: str | os.PathLike[str], dst: str | os.PathLike[str], *,
+             check_pool: bool = False, **options: Any) -> None:
+    """Write the OCF checkpoint ``src`` to ``dst`` with the :class:`ocf.Writer` ``options``;
+    ``check_pool`` first checks the identity of every pool object it references."""
     if Path(src).resolve() == Path(dst).resolve():
         raise InvalidError("source and destination are the same checkpoint; write to a new "
                            "path", path=src)
     with Reader(src) as reader:
+        if check_pool:
+            reader.check_pool_identities()
         graph = reader.object_graph
         key = None
         try:

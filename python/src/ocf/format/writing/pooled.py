@@ -1,0 +1,328 @@
+"""Writing a checkpoint whose blocks live in the pool of its managed root
+(spec/pool.md, spec/commit.md "The pool of a managed root").
+
+An incremental write stores the index as a single file at its target, with
+an empty data region, and every block in pool objects: the blocks whose
+bytes a base checkpoint of the same root already holds are referenced where
+they are, the others are written to new pool objects of this write. A
+block is reused only when its bytes equal the stored ones, compared byte
+for byte (read through the base's memory map, a megabyte at a time, so
+that a changed block is told early); CRCs are never taken as evidence
+[R-COMMIT-007]. Large tensors are stored as bands of rows (slices),
+so that a change in one row rewrites one band and not the whole tensor.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ocf.format import dtypes
+from ocf.format.container import INDEX_FILE_NAME, PREAMBLE, PREAMBLE_SIZE, padding
+from ocf.format.errors import InvalidError
+from ocf.format.index.model import Block, Shard
+from ocf.format.pool import (
+    POOL_FEATURE,
+    managed_root,
+    pool_directory,
+    pool_object_name,
+)
+from ocf.format.reader import Reader
+from ocf.format.slicing import Box
+from ocf.format.storage.backend import Backend, Output
+from ocf.format.storage.location import Location
+from ocf.format.writing.committers import Committer, remove_temporaries_of
+from ocf.format.writing.items import Item, Tensors
+from ocf.v1 import index_pb2
+
+# Tensors above this many bytes are stored as bands of rows of about this size: the
+# unit a later save reuses or rewrites. One default chunk: a changed byte rewrites
+# 1 MiB, and a 2 GiB table has 2048 bands, within the slices-per-tensor limit.
+BAND_BYTES = 1 << 20
+# Bands per tensor at most, well inside the slices-per-tensor limit [R-SLICE-004].
+_MAX_BANDS = 4096
+# Bytes compared at a time when a block's bytes are checked against the stored ones:
+# small enough that a changed block is told after little work, large enough that
+# the per-piece cost is nothing.
+_COMPARE_PIECE = 1 << 20
+
+
+def bands(shape: tuple[int, ...], itemsize: int, band_bytes: int = BAND_BYTES
+          ) -> list[Box] | None:
+    """Boxes of whole rows (along the first dimension) of about ``band_bytes`` each
+    that tile ``shape``; None when the tensor is small enough to stay whole."""
+    total = int(np.prod(shape, dtype=np.int64)) * itemsize if shape else itemsize
+    if not shape or total <= band_bytes or shape[0] < 2:
+        return None
+    row_bytes = total // shape[0]
+    rows = max(1, band_bytes // max(row_bytes, 1), -(-shape[0] // _MAX_BANDS))
+    rest = tuple(shape[1:])
+    return [((start,) + (0,) * len(rest), (min(rows, shape[0] - start), *rest))
+            for start in range(0, shape[0], rows)]
+
+
+def banded_items(tensors: Tensors, key: str, value: object) -> Iterator[Item]:
+    """The items that store ``value`` under ``key``: whole, or as bands of rows."""
+    array = value if isinstance(value, np.ndarray) else np.asarray(value)
+    boxes = bands(tuple(array.shape), array.dtype.itemsize) \
+        if array.dtype.kind not in "OUS" else None
+    if boxes is None:
+        yield tensors.whole(key, array)
+        return
+    yield from tensors.slices(key, array, (0,) * array.ndim, array.shape, boxes)
+
+
+class _HashedOutput:
+    """A new pool object whose bytes are hashed (SHA-256) as they are written, on one
+    worker thread that takes the pieces in order, so that hashing overlaps the
+    writes instead of reading the file again after them. :meth:`settle` waits for
+    the pieces given so far: the caller's arrays may change once a write returns."""
+
+    def __init__(self, output: Output, hasher: ThreadPoolExecutor) -> None:
+        self.output = output
+        self._hash = hashlib.sha256(PREAMBLE)  # what the output wrote first
+        self._hasher = hasher
+        self._pending: list[Future[None]] = []
+
+    @property
+    def path(self) -> Location:
+        return self.output.path
+
+    @property
+    def final(self) -> Location:
+        return self.output.final
+
+    @property
+    def position(self) -> int:
+        return self.output.position
+
+    @position.setter
+    def position(self, value: int) -> None:  # the Output protocol's; never set here
+        self.output.position = value
+
+    def align(self) -> None:
+        pad = padding(self.output.position)
+        self.output.align()
+        if pad:
+            self._update(bytes(pad))
+
+    def write(self, data: memoryview | bytes) -> None:
+        self.output.write(data)
+        self._update(data)
+
+    def write_many(self, buffers: Sequence[memoryview]) -> None:
+        self.output.write_many(buffers)
+        for buffer in buffers:
+            self._update(buffer)
+
+    def _update(self, data: memoryview | bytes) -> None:
+        self._pending.append(self._hasher.submit(self._hash.update, data))
+
+    def settle(self) -> None:
+        for pending in self._pending:
+            pending.result()
+        self._pending.clear()
+
+    def digest(self) -> bytes:
+        self.settle()
+        digest: bytes = self._hash.digest()
+        return digest
+
+    def flush(self) -> None:
+        self.output.flush()
+
+    def close_durably(self) -> None:
+        self.output.close_durably()
+
+    def publish(self) -> None:
+        self.output.publish()
+
+    def discard(self) -> None:
+        self.settle()
+        self.output.discard()
+
+
+@dataclass(frozen=True)
+class _Stored:
+    """A block of the base checkpoint that a block of this write may reuse."""
+
+    block: Block
+    dtype: dtypes.Dtype
+    shard: Shard
+    shard_number: int
+
+
+class PoolCommitter(Committer):
+    """The files of an incremental write: new pool objects of at most
+    ``max_shard_size`` bytes in the pool directory, and the index file at
+    ``target`` (its data region empty), published last [R-COMMIT-001]."""
+
+    def __init__(self, storage: Backend, target: Location, write_id: str,
+                 max_shard_size: int) -> None:
+        super().__init__(storage, target, write_id)
+        self.shard_limit = max_shard_size
+        self.created_directory = storage.prepare_target(target, "file")
+        self.pool = pool_directory(target)  # the directory of the index file is the root
+        storage.make_directory(self.pool)  # durable, with its name in the root
+        # The shards of the new index in order: pool objects of the base, by name, and
+        # this write's new objects.
+        self._listed: list[Shard | _HashedOutput] = []
+        self._numbers: dict[str, int] = {}
+        self._hasher = ThreadPoolExecutor(max_workers=1)  # one: the pieces stay in order
+        self._closed = 0  # the outputs before this one are durable and take no more blocks
+
+    @property
+    def shard(self) -> int:
+        return self._numbers[self._outputs[-1].final.name]
+
+    def output_for(self, size: int) -> Output:
+        last = self._outputs[-1] if len(self._outputs) > self._closed else None
+        if last is None or (last.position > PREAMBLE_SIZE and last.position
+                            + padding(last.position) + size > self.shard_limit):
+            name = pool_object_name(self.write_id, len(self._outputs))
+            created = _HashedOutput(self.storage.create_output(self.pool / name, None),
+                                    self._hasher)  # O_EXCL, a fresh name
+            self._outputs.append(created)
+            self._numbers[name] = len(self._listed)
+            self._listed.append(created)
+            return created
+        return last
+
+    def settle(self) -> None:
+        """Wait until the bytes written so far are hashed: the arrays they came from
+        may change once the write that was given them returns."""
+        for entry in self._listed:
+            if isinstance(entry, _HashedOutput):
+                entry.settle()
+
+    def reference(self, shard: Shard) -> int:
+        """The number, in the new index, of the base's pool object ``shard``."""
+        number = self._numbers.get(shard.path)
+        if number is None:
+            number = self._numbers[shard.path] = len(self._listed)
+            self._listed.append(shard)
+        return number
+
+    def commit(self, index: index_pb2.Index, name: str) -> None:
+        """Sync the new pool objects and the pool directory, list every pool object
+        with its SHA-256, then publish the index file [R-COMMIT-007]."""
+        self.close_shards()
+        if self._outputs:
+            self.storage.sync_directory(self.pool)
+        for entry in self._listed:
+            if isinstance(entry, Shard):
+                index.shards.add(path=entry.path, length=entry.length,
+                                 pool_sha256=entry.pool_sha256)
+            else:
+                index.shards.add(path=entry.final.name, length=entry.position,
+                                 pool_sha256=entry.digest())
+        if self._listed:
+            index.header.required_features.append(POOL_FEATURE)
+        index_bytes = self._index_bytes(index)
+        index_file = self.storage.create_output(self.target, self.write_id)
+        self._outputs = [index_file]
+        self._write_index(index_file, index_bytes)
+        index_file.publish()
+        self._outputs.clear()
+        remove_temporaries_of(self.storage, self.target)
+        self._hasher.shutdown()
+
+    def close_shards(self) -> None:
+        """Make the pool objects written so far durable; later blocks go to new ones."""
+        for output in self._outputs[self._closed:]:
+            output.close_durably()
+        self._closed = len(self._outputs)
+
+    def abort(self) -> None:
+        super().abort()
+        self._hasher.shutdown()
+
+
+class Reuse:
+    """Finds, for each block to write, equal bytes the base checkpoint stores in the
+    pool; ``committer`` lists the pool objects it reuses."""
+
+    def __init__(self, base: Reader | None, tensors: Tensors, committer: PoolCommitter
+                 ) -> None:
+        self._base, self._tensors, self._committer = base, tensors, committer
+        self._stored: dict[tuple[str, Box | None], _Stored] = {}
+        if base is None:
+            return
+        for key, info in base.index.tensors.items():
+            placed = [(None, info.block)] if info.block is not None else [
+                ((tuple(s.start), tuple(s.extent)), s.block) for s in info.slices]
+            for box, block in placed:
+                shard = base.index.shards[block.shard]
+                if shard.pool_sha256 and block.compression.stores_raw and block.raw_length:
+                    self._stored[(key, box)] = _Stored(block, info.dtype, shard, block.shard)
+
+    def block_for(self, item: Item) -> Block | None:
+        """A block of the new index holding exactly ``item``'s bytes, or None."""
+        key = self._tensors.table.keys[item.row]
+        box = None if item.box is None else (tuple(item.box[0]), tuple(item.box[1]))
+        stored = self._stored.get((key, box))
+        if stored is None or stored.dtype != item.dtype \
+                or stored.block.raw_length != len(item.raw):
+            return None
+        old = stored.block
+        if not self._same_bytes(stored, item.raw):
+            return None
+        # The bytes are the stored ones: so are their chunk CRCs.
+        return Block(self._committer.reference(stored.shard), old.offset, old.stored_length,
+                     old.raw_length, old.compression, False, old.chunk_size,
+                     list(old.chunk_crcs), [])
+
+    def _same_bytes(self, stored: _Stored, raw: memoryview) -> bool:
+        """Whether the stored block holds exactly ``raw``, compared byte for byte."""
+        assert self._base is not None
+        source = self._base.shard_input(stored.shard_number)
+        new = np.frombuffer(raw, np.uint8)
+        offset = stored.block.offset
+        # A local file is compared through its map (no copy); an object piece by piece.
+        mapped = np.frombuffer(source.mapping(), np.uint8) if source.mappable else None
+        for start in range(0, len(new), _COMPARE_PIECE):  # a changed block stops early
+            end = min(start + _COMPARE_PIECE, len(new))
+            old = mapped[offset + start:offset + end] if mapped is not None else \
+                np.frombuffer(source.pread(end - start, offset + start), np.uint8)
+            if not _equal(old, new[start:end]):
+                return False
+        return True
+
+
+def _equal(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether the byte arrays ``a`` and ``b`` (of one length) are equal, compared 8
+    bytes at a time where they allow it (an eighth of the work of a byte compare)."""
+    whole = len(a) // 8 * 8
+    return bool(np.array_equal(a[:whole].view(np.uint64), b[:whole].view(np.uint64))
+                and np.array_equal(a[whole:], b[whole:]))
+
+
+def pooled_committer(layout: str, storage: Backend, target: Location, write_id: str,
+                     max_shard_size: int) -> PoolCommitter:
+    """The committer of an incremental write: the single-file form, on a local path,
+    whose directory is the managed root."""
+    if layout != "file" or not isinstance(target, Path) or target.name == INDEX_FILE_NAME:
+        raise InvalidError("an incremental write stores a single index file (layout "
+                           "'file', not named index.ocf) on a local path, beside the pool "
+                           "of its directory", path=target)
+    return PoolCommitter(storage, target, write_id, max_shard_size)
+
+
+def open_base(base: str | os.PathLike[str] | None, target: Location) -> Reader | None:
+    """The base checkpoint of an incremental write to ``target``, opened; it must lie in
+    the same managed root, whose pool it shares."""
+    if base is None:
+        return None
+    reader = Reader(base)
+    if managed_root(reader.path) != managed_root(target):
+        reader.close()
+        raise InvalidError(f"the base checkpoint {os.fspath(base)!r} is not in the managed "
+                           "root of the target, whose pool an incremental save uses",
+                           path=target)
+    return reader
