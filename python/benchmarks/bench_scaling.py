@@ -283,11 +283,20 @@ def _save_rows(args: argparse.Namespace, mib: int, base: Path, server: Any,
             ratio = wall / floor["raw-s3" if system.endswith("-s3") else "raw"]
             rows.append((mib, engine, system, world, mib * 1.048576 / wall, wall, fastest, ratio))
         if world == 4:
-            for system in ("ocf", "dcp"):  # one more save each, kept for the loads
-                sources[system] = str(base / f"source-{mib}-{system}")
-                measure({"engine": "torch", "system": system, "mib": mib, "repeat": 0,
-                         "target": sources[system]}, world, base)
+            _save_sources(mib, base, base, sources)
     return rows
+
+
+def _save_sources(mib: int, where: Path, base: Path, sources: dict[str, str]) -> None:
+    """One more 4-writer save by OCF and by DCP, kept in ``where`` for the loads (a
+    checkpoint already there is reused)."""
+    for system in ("ocf", "dcp"):
+        sources[system] = str(where / f"source-{mib}-{system}")
+        if not Path(sources[system]).exists():
+            print(f"{mib} MiB: {system} x4, the source of the loads ...", file=sys.stderr,
+                  flush=True)
+            measure({"engine": "torch", "system": system, "mib": mib, "repeat": 0,
+                     "target": sources[system]}, 4, base)
 
 
 def _load_rows(args: argparse.Namespace, mib: int, base: Path,
@@ -342,6 +351,11 @@ def main() -> None:
                         help="the largest state size also saved to S3 (moto holds it in memory)")
     parser.add_argument("--quick", action="store_true", help="64 MiB, 1 repeat, no S3")
     parser.add_argument("--dir", default=None, help="where checkpoints go (default: a temp dir)")
+    parser.add_argument("--loads-only", action="store_true",
+                        help="only the resharded loads (after the two 4-writer saves they read)")
+    parser.add_argument("--keep", default=None,
+                        help="save the 4-writer checkpoints of the loads under this directory "
+                        "and keep them (reused when present)")
     args = parser.parse_args()
     if args.worker:
         worker(json.loads(args.worker))
@@ -350,7 +364,7 @@ def main() -> None:
         args.mib, args.repeat, args.s3_mib = "64", 1, 0
     base = Path(tempfile.mkdtemp(prefix="ocf-scaling-", dir=args.dir))
     server = None
-    if args.s3_mib > 0:
+    if args.s3_mib > 0 and not args.loads_only:
         sys.path.insert(0, str(HERE.parent / "tests"))
         from s3server import start_server
 
@@ -360,10 +374,13 @@ def main() -> None:
     try:
         for mib in (int(m) for m in args.mib.split(",")):
             sources: dict[str, str] = {}
-            saves += _save_rows(args, mib, base, server, sources)
+            if args.loads_only:
+                _save_sources(mib, Path(args.keep) if args.keep else base, base, sources)
+            else:
+                saves += _save_rows(args, mib, base, server, sources)
             if sources:
                 loads += _load_rows(args, mib, base, sources)
-            for source in sources.values():
+            for source in sources.values() if not args.keep else ():
                 shutil.rmtree(source, ignore_errors=True)
     finally:
         if server is not None:
