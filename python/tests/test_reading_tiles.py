@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -39,8 +40,10 @@ def _write(path: Path, full: np.ndarray, order: str, tile: tuple[int, int] = TIL
 
 
 def _full(dtype: str) -> np.ndarray:
-    values = np.random.default_rng(1).integers(0, 1000, SHAPE)
-    return (values % 2 == 0) if dtype == "bool" else values.astype(dtype)
+    values = np.random.default_rng(1).integers(0, 200, SHAPE)
+    if dtype == "bool":
+        return values % 2 == 0
+    return values.astype(getattr(ml_dtypes, dtype, dtype))
 
 
 REGIONS = [np.s_[:, :], np.s_[8:16, :], np.s_[:, 5:15], np.s_[3:17, 2:19], np.s_[5, :],
@@ -49,7 +52,7 @@ REGIONS = [np.s_[:, :], np.s_[8:16, :], np.s_[:, 5:15], np.s_[3:17, 2:19], np.s_
 
 @pytest.mark.parametrize("order", ["rows", "columns", "shuffled"])
 @pytest.mark.parametrize(("dtype", "options"), [
-    ("float32", {}), ("int16", {}), ("bool", {}),
+    ("float32", {}), ("int16", {}), ("bool", {}), ("float8_e4m3fn", {}), ("bfloat16", {}),
     ("float64", {"compression": "zstd"})])
 def test_every_region_reads_as_numpy_indexing_of_the_tensor(
         tmp_path: Path, order: str, dtype: str, options: dict[str, object]) -> None:

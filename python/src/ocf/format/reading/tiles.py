@@ -41,7 +41,8 @@ def plan_region(boxes: SliceBoxes, columns: BlockColumns, start: tuple[int, ...]
     hi = lo + np.array(extent, dtype=np.int64)
     meets = np.flatnonzero(((boxes.lo < hi) & (lo < boxes.hi)).all(axis=1))
     inside = ((boxes.lo[meets] >= lo) & (boxes.hi[meets] <= hi)).all(axis=1)
-    tile = inside & columns.stores_raw[boxes.blocks[meets]]
+    # A scalar's one slice is read on its own: a tile has at least one dimension.
+    tile = inside & columns.stores_raw[boxes.blocks[meets]] & (len(start) > 0)
     return RegionPlan(meets[tile], meets[~tile])
 
 
@@ -152,15 +153,17 @@ class _Group:
         if min(steps) < 0 or not (offsets == offsets[0] + cell[order] @ np.array(
                 steps, dtype=np.int64)).all():
             return False
-        itemsize = out.dtype.itemsize
-        inner = [itemsize * prod(self.extent[d + 1 :]) for d in range(len(self.extent))]
+        # Bytes are copied as they are, as opaque items of the dtype's size (as_strided
+        # cannot describe every dtype, such as ml_dtypes' float8 types).
+        items = np.dtype((np.void, out.dtype.itemsize))
+        inner = [items.itemsize * prod(self.extent[d + 1 :]) for d in range(len(self.extent))]
         grid_shape = (*counts.tolist(), *self.extent)
         # NumPy checks that this view lies inside the held bytes.
-        source = np.ndarray(grid_shape, out.dtype, self.held.data, int(offsets[0]),
+        source = np.ndarray(grid_shape, items, self.held.data, int(offsets[0]),
                             (*steps, *inner))
         first = self.lo[order[0]]
         window = out[tuple(slice(s, s + n * e) for s, n, e in
-                           zip(first.tolist(), counts.tolist(), self.extent))]
+                           zip(first.tolist(), counts.tolist(), self.extent))].view(items)
         target = np.lib.stride_tricks.as_strided(
             window, grid_shape, (*(s * e for s, e in zip(window.strides, self.extent)),
                                  *window.strides), writeable=True)
