@@ -60,8 +60,9 @@ def copy_tiles(reader: BlockReader, columns: BlockColumns, info: TensorInfo,
     shards = columns.shards[blocks]
     first = columns.offsets[blocks].astype(np.int64)  # below 2^63, checked at open
     end = first + columns.raw_lengths[blocks].astype(np.int64)
-    runs = _runs(shards, first, end, [reader.shards[s].mappable and may_map
-                                      for s in range(len(reader.shards))])
+    mapped = [reader.shards[s].mappable and may_map for s in range(len(reader.shards))]
+    runs = _runs(shards, first, end, mapped)
+    reader.bytes_read += int((end - first).sum())  # here: runs may go to worker threads
     origin = np.array(start, dtype=np.int64)
 
     def copy(run: tuple[int, int]) -> None:
@@ -80,15 +81,11 @@ def copy_tiles(reader: BlockReader, columns: BlockColumns, info: TensorInfo,
             if not group.copy_as_grid(out):
                 group.copy_one_by_one(out)
 
-    if len(runs) > 1 and not held_by_map(reader, int(shards[0]), may_map):
+    if len(runs) > 1 and not any(mapped[int(shards[a])] for a, _ in runs):
         reader_workers().map(copy, runs)  # reads of an object overlap
     else:
         for run in runs:
             copy(run)
-
-
-def held_by_map(reader: BlockReader, shard: int, may_map: bool) -> bool:
-    return may_map and reader.shards[shard].mappable
 
 
 def _runs(shards: np.ndarray, first: np.ndarray, end: np.ndarray, mapped: list[bool]
