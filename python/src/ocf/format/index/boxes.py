@@ -132,10 +132,10 @@ def _overlapping(starts: np.ndarray, extents: np.ndarray, tensors: TensorColumns
         at = value_start[boxes][:, None] + np.arange(rank)
         lo = starts[at].astype(np.int64)  # below 2^58 in a valid tensor
         hi = lo + extents[at].astype(np.int64)
-        cell = _grid_cells(owner, lo, hi)
+        cell, lines = _grid_cells(owner, lo, hi)
         loose = np.zeros(len(chosen), dtype=bool)
         loose[owner[~cell]] = True
-        broken |= _same_corner(owner, lo, len(chosen)) & ~loose
+        broken |= _same_corner(owner, lines, len(chosen)) & ~loose
         for tensor in np.flatnonzero(loose).tolist():
             mine = owner == tensor
             first = int(tensors.dim_start[tensor])
@@ -146,31 +146,61 @@ def _overlapping(starts: np.ndarray, extents: np.ndarray, tensors: TensorColumns
     return broken
 
 
-def _grid_cells(owner: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+def _grid_cells(owner: np.ndarray, lo: np.ndarray, hi: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
     """Per box, whether it is a cell of the grid drawn by the edges of all boxes of its
     tensor: along every dimension no edge of the tensor lies strictly inside it. Two
-    such boxes then meet only when they start at the same corner."""
+    such boxes then meet only when they start at the same corner. Also, per box and
+    dimension, the rank of its start among all edges (of all tensors, ordered by tensor
+    and value): equal ranks, equal tensor and start."""
     cell = np.ones(len(owner), dtype=bool)
-    both = np.concatenate([owner, owner])
+    lines = np.empty(lo.shape, dtype=np.int64)
     for d in range(lo.shape[1]):
-        values = np.concatenate([lo[:, d], hi[:, d]])
+        rank = _ranks(owner, lo[:, d], hi[:, d])
+        lines[:, d] = rank[: len(owner)]
+        cell &= rank[len(owner) :] == lines[:, d] + 1
+    return cell, lines
+
+
+def _ranks(owner: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The dense rank of each of ``lo`` then ``hi`` among them all, ordered by (owner,
+    value); ``owner`` is sorted. One sort of one key when each tensor's values fit after
+    the last's in 62 bits (always, in practice), else a sort by two keys."""
+    starts = np.flatnonzero(np.diff(owner, prepend=-1))
+    span = np.maximum.reduceat(hi, starts) + 1
+    if float(span.astype(np.float64).sum()) < 2.0**62:
+        base = np.repeat(np.cumsum(span) - span, np.diff(np.append(starts, len(owner))))
+        keys = np.concatenate([base + lo, base + hi])
+        order = np.argsort(keys)
+        ordered = keys[order]
+        fresh = np.ones(len(keys), dtype=bool)
+        fresh[1:] = ordered[1:] != ordered[:-1]
+    else:
+        both, values = np.concatenate([owner, owner]), np.concatenate([lo, hi])
         order = np.lexsort((values, both))
         fresh = np.ones(len(order), dtype=bool)
         fresh[1:] = (values[order][1:] != values[order][:-1]) | (
             both[order][1:] != both[order][:-1])
-        line = np.empty(len(order), dtype=np.int64)
-        line[order] = np.cumsum(fresh)  # the rank of each edge among its tensor's edges
-        cell &= line[len(owner):] == line[: len(owner)] + 1
-    return cell
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.cumsum(fresh)
+    return rank
 
 
-def _same_corner(owner: np.ndarray, lo: np.ndarray, tensors: int) -> np.ndarray:
-    """Per tensor (of ``tensors``), whether two of its boxes start at the same corner."""
-    order = np.lexsort((*lo.T[::-1], owner))
-    keyed = np.column_stack([owner, lo])[order]
-    same = (keyed[1:] == keyed[:-1]).all(axis=1)
+def _same_corner(owner: np.ndarray, lines: np.ndarray, tensors: int) -> np.ndarray:
+    """Per tensor (of ``tensors``), whether two of its boxes start at the same corner:
+    the same edge ranks (:func:`_grid_cells`) along every dimension."""
+    top = int(lines.max()) + 1
+    if float(top) ** lines.shape[1] < 2.0**62:
+        key = lines[:, 0].copy()
+        for d in range(1, lines.shape[1]):
+            key = key * top + lines[:, d]
+        order = np.argsort(key)
+        same = key[order][1:] == key[order][:-1]
+    else:
+        order = np.lexsort(lines.T[::-1])
+        same = (lines[order][1:] == lines[order][:-1]).all(axis=1)
     result = np.zeros(tensors, dtype=bool)
-    result[keyed[1:, 0][same]] = True
+    result[owner[order][1:][same]] = True
     return result
 
 
