@@ -110,6 +110,7 @@ class Tables(Mapping[str, TensorInfo]):
         self._partial = partial
         self._infos: dict[int, TensorInfo] = {}
         self._boxes: dict[int, SliceBoxes] = {}
+        self._block_columns: BlockColumns | None = None
         self._column_lists: _ColumnLists | None = None
         self._view_dtypes: list[np.dtype[np.generic] | None] | None = None
         self._check_tensor_columns(tensors)
@@ -396,8 +397,7 @@ class Tables(Mapping[str, TensorInfo]):
 
     # -- building views -------------------------------------------------------
 
-    def _lists(self) -> _ColumnLists:
-        # Python lists index far faster than NumPy arrays one value at a time.
+    def _lists(self) -> _ColumnLists:  # lists index faster than arrays, a value at a time
         if self._column_lists is None:
             self._column_lists = _ColumnLists(self)
         return self._column_lists
@@ -428,21 +428,22 @@ class Tables(Mapping[str, TensorInfo]):
         if count == 0:
             return None
         boxes = self._boxes.get(row)
-        if boxes is None:
+        if boxes is None:  # values below 2^58 once checked
             rank, first = int(self._ranks[row]), int(self._first_block[row])
-            at = int(self._box_start[first])
-            lo = self._slice_starts[at : at + count * rank].reshape(count, rank).astype(np.int64)
-            hi = lo + self._slice_extents[at : at + count * rank].reshape(count, rank).astype(
-                np.int64)  # below 2^58 once checked
+            at = slice(int(self._box_start[first]), int(self._box_start[first]) + count * rank)
+            lo = self._slice_starts[at].reshape(count, rank).astype(np.int64)
+            hi = lo + self._slice_extents[at].reshape(count, rank).astype(np.int64)
             boxes = self._boxes[row] = SliceBoxes(lo, hi, np.arange(first, first + count))
         return boxes
 
     @property
     def block_columns(self) -> BlockColumns:
         """The checked block table as arrays, a row per block; read-only by convention."""
-        return BlockColumns(self._shards, self._offsets, self._raw, _STORES_RAW[self._codecs],
-                            self._chunk_sizes, self._chunk_counts, self._crc_start,
-                            self._crc_array)
+        if self._block_columns is None:
+            self._block_columns = BlockColumns(
+                self._shards, self._offsets, self._raw, _STORES_RAW[self._codecs],
+                self._chunk_sizes, self._chunk_counts, self._crc_start, self._crc_array)
+        return self._block_columns
 
     def block(self, j: int) -> Block:
         """Block ``j`` of the block table (a row of :attr:`block_columns`)."""
