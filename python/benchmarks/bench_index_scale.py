@@ -459,7 +459,8 @@ class Plan:
 def plan_load(reader: Reader, wanted: Mapping[str, Box], detail: bool = False) -> Plan:
     """Plan the read of ``wanted`` (key: global box) from an open ocf.Reader as its
     get_slice plans it: the slices that meet the box, by one vectorized test over the
-    tensor's slices, then the chunks of each slice that hold its part of the box."""
+    tensor's slice table (no object per slice), then the chunks of each slice met that
+    hold its part of the box."""
     plan = Plan()
     for key, box in wanted.items():
         info = reader[key]
@@ -470,16 +471,17 @@ def plan_load(reader: Reader, wanted: Mapping[str, Box], detail: bool = False) -
             if detail:
                 plan.pieces[key] = [box]
             continue
-        lo = np.array([p.start for p in info.slices], np.int64).reshape(len(info.slices), -1)
-        hi = lo + np.array([p.extent for p in info.slices], np.int64).reshape(lo.shape)
+        boxes = reader.index.tensors.slice_boxes(key)
+        assert boxes is not None
         start = np.array(box[0], np.int64)
-        meets = ((lo < start + np.array(box[1], np.int64)) & (start < hi)).all(axis=1)
+        meets = ((boxes.lo < start + np.array(box[1], np.int64)) & (start < boxes.hi)).all(axis=1)
         for i in np.flatnonzero(meets).tolist():
-            piece = info.slices[i]
-            common = intersect(box, (piece.start, piece.extent))
+            piece = (tuple(boxes.lo[i].tolist()), tuple((boxes.hi[i] - boxes.lo[i]).tolist()))
+            common = intersect(box, piece)
             assert common is not None
-            local = (tuple(c - s for c, s in zip(common[0], piece.start)), common[1])
-            _plan_block(plan, piece.block, piece.extent, info.dtype.itemsize, local)
+            local = (tuple(c - s for c, s in zip(common[0], piece[0])), common[1])
+            _plan_block(plan, reader.index.tensors.block(int(boxes.blocks[i])), piece[1],
+                        info.dtype.itemsize, local)
             plan.slices_met += 1
             if detail:
                 plan.pieces.setdefault(key, []).append(common)

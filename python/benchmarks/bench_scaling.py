@@ -173,17 +173,18 @@ def _torch_load(job: dict[str, Any], rank: int, world: int) -> list[float]:
     state = {f"layer{i}/w": distribute_tensor(torch.empty(ROWS, cols), mesh,
                                               [Shard(job["axis"])]) for i in range(TENSORS)}
     needed = sum(t.to_local().numel() * 4 for t in state.values())
-    times, read = [], 0
+    times, cpu, read = [], [], 0
     for _ in range(job["repeat"] + 1):
         dist.barrier()
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         if job["system"] == "ocf-load":
             read = ocf_torch.load_into(job["source"], state)
         else:
             dcp.load(state, checkpoint_id=job["source"])
         times.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
         dist.barrier()
-    return [*times[1:], read / needed]
+    return [*times[1:], *cpu[1:], read / needed]
 
 
 def _jax_worker(job: dict[str, Any], rank: int, world: int) -> list[float]:
@@ -287,11 +288,20 @@ def _save_rows(args: argparse.Namespace, mib: int, base: Path, server: Any,
             ratio = wall / floor["raw-s3" if system.endswith("-s3") else "raw"]
             rows.append((mib, engine, system, world, mib * 1.048576 / wall, wall, fastest, ratio))
         if world == 4 and not args.no_loads:
-            for system in ("ocf", "dcp"):  # one more save each, kept for the loads
-                sources[system] = str(base / f"source-{mib}-{system}")
-                measure({"engine": "torch", "system": system, "mib": mib, "repeat": 0,
-                         "target": sources[system]}, world, base)
+            _save_sources(mib, base, base, sources)
     return rows
+
+
+def _save_sources(mib: int, where: Path, base: Path, sources: dict[str, str]) -> None:
+    """One more 4-writer save by OCF and by DCP, kept in ``where`` for the loads (a
+    checkpoint already there is reused)."""
+    for system in ("ocf", "dcp"):
+        sources[system] = str(where / f"source-{mib}-{system}")
+        if not Path(sources[system]).exists():
+            print(f"{mib} MiB: {system} x4, the source of the loads ...", file=sys.stderr,
+                  flush=True)
+            measure({"engine": "torch", "system": system, "mib": mib, "repeat": 0,
+                     "target": sources[system]}, 4, base)
 
 
 def _load_rows(args: argparse.Namespace, mib: int, base: Path,
@@ -299,18 +309,21 @@ def _load_rows(args: argparse.Namespace, mib: int, base: Path,
     """Resharded loads of the 4-writer checkpoints by 2 and 3 processes, by rows and by
     columns: OCF's load_into and DCP's load of its own checkpoint."""
     rows = []
+    repeat = args.repeat
     for world, axis in ((w, a) for w in (2, 3) for a in (0, 1)):
-        dcp_wall = 0.0
+        dcp_wall = dcp_cpu = 0.0
         for system, source in (("dcp-load", sources["dcp"]), ("ocf-load", sources["ocf"])):
-            job = {"engine": "torch", "system": system, "mib": mib, "repeat": args.repeat,
+            job = {"engine": "torch", "system": system, "mib": mib, "repeat": repeat,
                    "source": source, "axis": axis}
             print(f"{mib} MiB: {system} x{world} axis {axis} ...", file=sys.stderr, flush=True)
             results = measure(job, world, base)
-            wall = statistics.median(max(t[n] for t in results) for n in range(args.repeat))
-            dcp_wall = dcp_wall or wall
+            wall = statistics.median(max(t[n] for t in results) for n in range(repeat))
+            # CPU seconds of the busiest loader: what a loaded machine distorts least.
+            cpu = statistics.median(max(t[repeat + n] for t in results) for n in range(repeat))
+            dcp_wall, dcp_cpu = dcp_wall or wall, dcp_cpu or cpu
             amplification = max(t[-1] for t in results) if system == "ocf-load" else None
             rows.append((mib, system, world, "rows" if axis == 0 else "columns", wall,
-                         wall / dcp_wall, amplification))
+                         wall / dcp_wall, cpu, cpu / dcp_cpu, amplification))
     return rows
 
 
@@ -329,11 +342,13 @@ def _print_tables(args: argparse.Namespace, saves: list[tuple[Any, ...]],
     print("\nResharded loads of the checkpoints saved by 4 writers (ocf: "
           "ocf.distributed.torch.save; dcp: its FileSystemWriter).\n")
     print("| MiB | system | loaders | split | slowest loader (s) | time / dcp-load "
+          "| busiest loader's CPU (s) | CPU / dcp-load "
           "| stored bytes read / needed (worst rank) |")
-    print("|--:|---|--:|---|--:|--:|--:|")
-    for mib, system, world, split, wall, ratio, amplification in loads:
+    print("|--:|---|--:|---|--:|--:|--:|--:|--:|")
+    for mib, system, world, split, wall, ratio, cpu, cpu_ratio, amplification in loads:
         read = "-" if amplification is None else f"{amplification:.3f}"
-        print(f"| {mib} | {system} | {world} | {split} | {wall:.3f} | {ratio:.2f}x | {read} |")
+        print(f"| {mib} | {system} | {world} | {split} | {wall:.3f} | {ratio:.2f}x | "
+              f"{cpu:.3f} | {cpu_ratio:.2f}x | {read} |")
 
 
 def main() -> None:
@@ -350,6 +365,11 @@ def main() -> None:
     parser.add_argument("--no-loads", action="store_true", help="skip the resharded loads")
     parser.add_argument("--quick", action="store_true", help="64 MiB, 1 repeat, no S3")
     parser.add_argument("--dir", default=None, help="where checkpoints go (default: a temp dir)")
+    parser.add_argument("--loads-only", action="store_true",
+                        help="only the resharded loads (after the two 4-writer saves they read)")
+    parser.add_argument("--keep", default=None,
+                        help="save the 4-writer checkpoints of the loads under this directory "
+                        "and keep them (reused when present)")
     args = parser.parse_args()
     if args.worker:
         worker(json.loads(args.worker))
@@ -358,7 +378,7 @@ def main() -> None:
         args.mib, args.repeat, args.s3_mib = "64", 1, 0
     base = Path(tempfile.mkdtemp(prefix="ocf-scaling-", dir=args.dir))
     server = None
-    if args.s3_mib > 0:
+    if args.s3_mib > 0 and not args.loads_only:
         sys.path.insert(0, str(HERE.parent / "tests"))
         from s3server import start_server
 
@@ -368,10 +388,13 @@ def main() -> None:
     try:
         for mib in (int(m) for m in args.mib.split(",")):
             sources: dict[str, str] = {}
-            saves += _save_rows(args, mib, base, server, sources)
+            if args.loads_only:
+                _save_sources(mib, Path(args.keep) if args.keep else base, base, sources)
+            else:
+                saves += _save_rows(args, mib, base, server, sources)
             if sources:
                 loads += _load_rows(args, mib, base, sources)
-            for source in sources.values():
+            for source in sources.values() if not args.keep else ():
                 shutil.rmtree(source, ignore_errors=True)
     finally:
         if server is not None:

@@ -39,7 +39,7 @@ from ocf.format.reader import Reader
 from ocf.format.storage.location import join_path, url_scheme
 from ocf.objects.manager import CheckpointManager
 from ocf.objects.recovery import RecoveryWarning
-from ocf.torch.tensors import from_numpy, ocf_dtype, to_numpy
+from ocf.torch.tensors import from_numpy, ocf_dtype, to_numpy, torch_dtype
 
 __all__ = ["Loaded", "SaveError", "load", "load_into", "region_of", "save", "save_numbered"]
 
@@ -197,9 +197,23 @@ def load_into(path: str | os.PathLike[str], state: Mapping[str, torch.Tensor], *
             local = target.to_local() if isinstance(target, DTensor) else target
             if region is None:  # a DTensor shard that holds no element on this rank
                 continue
-            array = reader.get_slice(key, region) if region else reader.read_tensor(key)
-            local.copy_(from_numpy(array, key).reshape(local.shape))
+            read_region_into(reader, key, region, local)
         return reader.bytes_read
+
+
+def read_region_into(reader: Reader, key: str, region: tuple[slice, ...],
+                     target: torch.Tensor) -> None:
+    """Fill ``target``, a tensor of the shape of ``region`` of tensor ``key``, from
+    ``reader``: straight from the stored bytes into a CPU tensor's memory, without an
+    array of the region in between; through one for a tensor on another device or
+    of another dtype (converted as ``copy_`` converts)."""
+    plain = target.detach()
+    stored = reader[key].dtype
+    if plain.device.type == "cpu" and not plain.is_conj() and not plain.is_neg() and \
+            not stored.is_bytes and torch_dtype(stored, key) == plain.dtype:
+        reader.read_slice_into(key, region, to_numpy(plain, key))
+    else:
+        plain.copy_(from_numpy(reader.get_slice(key, region), key).reshape(plain.shape))
 
 
 def region_of(shape: Sequence[int], part: int, parts: int, axis: int = 0) -> tuple[slice, ...]:

@@ -28,8 +28,7 @@ from ocf.format.errors import (
     OCFError,
 )
 from ocf.format.index.decoding import Index, decode_index
-from ocf.format.index.model import Block, Shard, Slice, TensorInfo
-from ocf.format.index.tables import SmallPlain
+from ocf.format.index.model import Block, Shard, SmallPlain, TensorInfo
 from ocf.format.memory import allocate, needing
 from ocf.format.metadata import MetadataValue
 from ocf.format.object_graph import ObjectGraph, decode_graph
@@ -37,6 +36,7 @@ from ocf.format.pieces import Piece
 from ocf.format.pool import check_identity, pool_directory
 from ocf.format.raw import check_bool, decode_strings
 from ocf.format.reading.blocks import BlockReader, GroupRead, runs
+from ocf.format.reading.tiles import copy_tiles, plan_region
 from ocf.format.slicing import Box, as_array_index, chunks_touching, intersect, select
 from ocf.format.source import Source
 from ocf.format.storage.backend import Input, backend_of
@@ -75,8 +75,6 @@ class Reader(Source[TensorInfo]):
         self._storage = backend_of(where)
         self.path: Location = self._storage.resolve_checkpoint(where)
         self._blocks = BlockReader(self.path, verify)
-        # Per key stored in slices: its boxes' first and past-the-end indices.
-        self._slice_bounds: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._graph: ObjectGraph | None = None
         self._own = self._storage.open_index(self.path)
         try:
@@ -251,7 +249,7 @@ class Reader(Source[TensorInfo]):
                 f"{numpy_dtype} array of shape {list(info.shape)}", path=self.path, key=key)
         # What is still allocated: a decoded chunk, or one slice's bytes.
         needed = info.block.raw_chunk_size if info.block is not None else \
-            max((b.raw_length for b in info.blocks), default=0)
+            int(self._slice_raw_lengths(key).max())
         with needing(needed, "reading this tensor into the given array", path=self.path,
                      key=info.key):
             if info.block is not None:
@@ -259,10 +257,40 @@ class Reader(Source[TensorInfo]):
                 self._blocks.fill(info, info.block, raw)
                 self._materialize(info, raw, info.shape)  # checks bool bytes
                 return out
-            for piece in info.slices:
-                window = tuple(slice(s, s + e) for s, e in zip(piece.start, piece.extent))
-                out[window] = self._block_region(info, piece.block, piece.extent,
-                                                 ((0,) * len(piece.extent), piece.extent))
+            self._fill_from_slices(info, ((0,) * len(info.shape), info.shape), out)
+        return out
+
+    def read_slice_into(self, key: str, index: object, out: np.ndarray) -> np.ndarray:
+        """Read ``tensor[index]`` (basic NumPy indices, as :meth:`get_slice`) into ``out``,
+        an array the caller already holds, of that region's shape and the tensor's
+        dtype; return it. Only the chunks the region needs are read; a region of a
+        tensor stored in slices is copied from the (mapped) file straight into
+        ``out``, without an array of the region in between."""
+        info = self[key]
+        selection = select(index, info.shape)
+        numpy_dtype = info.dtype.numpy
+        wanted = tuple(n for d, n in enumerate(selection.box[1]) if d not in selection.squeeze)
+        steps = tuple(len(range(0, n, s)) for n, s in zip(selection.box[1], selection.steps))
+        shape = tuple(n for d, n in enumerate(steps) if d not in selection.squeeze)
+        if numpy_dtype is None or out.shape != shape or out.dtype != numpy_dtype or \
+                not out.flags.writeable:
+            raise InvalidError(
+                f"out is a {'writable' if out.flags.writeable else 'read-only'} {out.dtype} "
+                f"array of shape {list(out.shape)}; the region needs a writable "
+                f"{numpy_dtype or 'fixed-size'} array of shape {list(shape)}",
+                path=self.path, key=key)
+        if shape != wanted:  # steps: through an array of the whole box
+            out[...] = self.get_slice(key, index)
+        elif info.block is None:
+            with self._memory_for(info):
+                self._fill_from_slices(info, selection.box, np.expand_dims(
+                    out, selection.squeeze))  # a view, whatever out's strides
+        elif wanted == info.shape and out.flags.c_contiguous:
+            self.read_into(key, out)
+        else:
+            with self._memory_for(info):
+                out[...] = selection.apply(self._block_region(
+                    info, info.block, info.shape, selection.box))
         return out
 
     def read_tensors(self, keys: Iterable[str]) -> dict[str, np.ndarray]:
@@ -324,8 +352,10 @@ class Reader(Source[TensorInfo]):
         selection = select(index, info.shape)
         with self._memory_for(info):
             region = self._read_region(info, selection.box, mapped=mapped)
-            result: np.ndarray = selection.apply(region).copy()
-        return result
+            result = selection.apply(region)
+        # The region was read for this call: returned as it is, unless steps leave
+        # out some of it (then copied, to free the rest).
+        return result if result.size == region.size else result.copy()
 
     def read_piece(self, key: str, piece: Piece) -> np.ndarray:
         """``tensor[piece.index]``, its chunks read rather than mapped."""
@@ -360,8 +390,16 @@ class Reader(Source[TensorInfo]):
         the file: a block stored raw lies in its shard, an encoded block holds at
         most its codec's output bound of raw bytes per stored byte [R-LIMIT-003].
         """
-        return needing(sum(b.raw_length for b in info.blocks), "reading this tensor",
-                       path=self.path, key=info.key)
+        raw = info.block.raw_length if info.block is not None else \
+            sum(self._slice_raw_lengths(info.key).tolist())
+        return needing(raw, "reading this tensor", path=self.path, key=info.key)
+
+    def _slice_raw_lengths(self, key: str) -> np.ndarray:
+        """The raw lengths of the blocks of the slices of ``key``, a tensor stored in slices."""
+        boxes = self.index.tensors.slice_boxes(key)
+        assert boxes is not None
+        lengths: np.ndarray = self.index.tensors.block_columns.raw_lengths[boxes.blocks]
+        return lengths
 
     def _block_region(self, info: TensorInfo, block: Block, shape: tuple[int, ...],
                       box: Box, mapped: bool = True) -> np.ndarray:
@@ -386,32 +424,34 @@ class Reader(Source[TensorInfo]):
         except ValueError as exc:  # a valid shape NumPy cannot represent
             raise LimitExceededError(f"shape {list(box[1])} cannot be held by NumPy: {exc}",
                                      path=self.path, key=info.key) from None
-        for piece in self._slices_meeting(info, box):
-            common = intersect(box, (piece.start, piece.extent))
-            if common is None:
-                continue
-            local = (tuple(c - p for c, p in zip(common[0], piece.start)), common[1])
-            target = tuple(slice(c - b, c - b + e) for c, b, e in zip(common[0], box[0],
-                                                                      common[1]))
-            out[target] = self._block_region(info, piece.block, piece.extent, local, mapped)
+        self._fill_from_slices(info, box, out, mapped)
         return out
 
-    def _slices_meeting(self, info: TensorInfo, box: Box) -> list[Slice]:
-        """The slices of ``info`` that share an element with ``box``, found by one
-        vectorized test over all its slices (a tensor stored in many tiles)."""
-        if len(info.slices) < 8:
-            return list(info.slices)
-        bounds = self._slice_bounds.get(info.key)
-        if bounds is None:  # values are below 2^58 in a valid index
-            lo = np.array([p.start for p in info.slices], dtype=np.int64).reshape(
-                len(info.slices), len(info.shape))
-            hi = lo + np.array([p.extent for p in info.slices], dtype=np.int64).reshape(lo.shape)
-            bounds = self._slice_bounds[info.key] = (lo, hi)
-        lo, hi = bounds
-        start = np.array(box[0], dtype=np.int64)
-        stop = start + np.array(box[1], dtype=np.int64)
-        meets = ((lo < stop) & (start < hi)).all(axis=1)
-        return [info.slices[i] for i in np.flatnonzero(meets).tolist()]
+    def _fill_from_slices(self, info: TensorInfo, box: Box, out: np.ndarray,
+                          mapped: bool = True) -> None:
+        """Fill ``out``, an array of ``box``'s shape, from the slices of ``info`` that meet
+        ``box``: the uncompressed tiles that lie inside it in groups
+        (:mod:`ocf.format.reading.tiles`), the others one by one."""
+        tables = self.index.tensors
+        boxes = tables.slice_boxes(info.key)
+        assert boxes is not None  # a tensor stored in slices
+        columns = tables.block_columns
+        plan = plan_region(boxes, columns, *box)
+        if info.dtype.numpy is None or info.dtype.numpy.kind == "b":  # strings and bools
+            others = np.sort(np.concatenate([plan.tiles, plan.others]))  # need their checks
+        else:
+            copy_tiles(self._blocks, columns, info, boxes, plan.tiles, box[0], out, mapped)
+            others = plan.others
+        for i in others.tolist():
+            start = tuple(boxes.lo[i].tolist())
+            extent = tuple((boxes.hi[i] - boxes.lo[i]).tolist())
+            common = intersect(box, (start, extent))
+            assert common is not None  # the plan has the slices that meet the box
+            local = (tuple(c - p for c, p in zip(common[0], start)), common[1])
+            target = tuple(slice(c - b, c - b + e) for c, b, e in zip(common[0], box[0],
+                                                                      common[1]))
+            out[target] = self._block_region(info, tables.block(int(boxes.blocks[i])), extent,
+                                             local, mapped)
 
     def _materialize(self, info: TensorInfo, raw: np.ndarray, shape: tuple[int, ...],
                      window: tuple[slice, ...] = ()) -> np.ndarray:

@@ -31,11 +31,12 @@ from torch.futures import Future
 
 from ocf.distributed.dcp.checkpoint_path import CheckpointPath
 from ocf.distributed.dcp.values import METADATA_KEY, to_saved_bytes
+from ocf.distributed.torch import read_region_into
 from ocf.format.errors import InvalidError, NotFoundError
 from ocf.format.index.model import TensorInfo
 from ocf.format.reader import Reader
 from ocf.format.storage.location import StorageOptions
-from ocf.torch.tensors import from_numpy, torch_dtype
+from ocf.torch.tensors import torch_dtype
 
 
 class StorageReader(CheckpointPath, _DCPStorageReader):
@@ -109,14 +110,14 @@ class StorageReader(CheckpointPath, _DCPStorageReader):
         origin = item.storage_index.offset or torch.Size([0] * len(item.lengths))
         region = tuple(slice(o + s, o + s + n)
                        for o, s, n in zip(origin, item.storage_offsets, item.lengths))
-        value = from_numpy(reader.get_slice(key, region) if region else reader.read_tensor(key),
-                           key)
         target = planner.resolve_tensor(item).detach()
-        if target.shape != value.shape:
+        shape = reader[key].shape
+        stored = tuple(len(range(*s.indices(n))) for s, n in zip(region, shape))
+        if len(region) != len(shape) or tuple(target.shape) != stored:
             raise InvalidError(f"DCP asked for a region of shape {list(target.shape)}; the "
-                               f"checkpoint's region has shape {list(value.shape)}",
+                               f"checkpoint's region has shape {list(stored)}",
                                path=self.path, key=key)
-        target.copy_(value)
+        read_region_into(reader, key, region, target)
         planner.commit_tensor(item, target)
 
     def _open(self) -> Reader:

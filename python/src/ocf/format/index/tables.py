@@ -12,10 +12,8 @@ bounded before they are added or multiplied, or compared by division.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from itertools import accumulate
-from math import prod
-from typing import NamedTuple, NoReturn
+from typing import NoReturn
 
 import numpy as np
 
@@ -23,7 +21,17 @@ from ocf.format import dtypes
 from ocf.format.codecs.registry import BY_VALUE
 from ocf.format.container import ALIGNMENT, PREAMBLE_SIZE
 from ocf.format.errors import InvalidError, LimitExceededError
-from ocf.format.index.model import Block, Shard, Slice, TensorInfo
+from ocf.format.index.boxes import BoxFailure, TensorColumns, check_boxes
+from ocf.format.index.model import (
+    Block,
+    BlockColumns,
+    PlainChunk,
+    Shard,
+    Slice,
+    SliceBoxes,
+    SmallPlain,
+    TensorInfo,
+)
 from ocf.format.limits import (
     MAX_CHUNK_SIZE,
     MAX_CHUNKS_PER_BLOCK,
@@ -36,7 +44,6 @@ from ocf.format.limits import (
     MIN_CHUNK_SIZE,
     nonzero_product,
 )
-from ocf.format.slicing import arrays_disjoint, arrays_tile
 from ocf.v1 import tensor_pb2
 
 _U64 = np.uint64
@@ -102,6 +109,8 @@ class Tables(Mapping[str, TensorInfo]):
         # disjoint but may leave gaps that other parts fill [R-PART-001].
         self._partial = partial
         self._infos: dict[int, TensorInfo] = {}
+        self._boxes: dict[int, SliceBoxes] = {}
+        self._block_columns: BlockColumns | None = None
         self._column_lists: _ColumnLists | None = None
         self._view_dtypes: list[np.dtype[np.generic] | None] | None = None
         self._check_tensor_columns(tensors)
@@ -258,39 +267,23 @@ class Tables(Mapping[str, TensorInfo]):
             self._fail(InvalidError, f"sliced tensors need {box_values} slice_starts and "
                        f"slice_extents values, the table holds {len(self._slice_starts)} and "
                        f"{len(self._slice_extents)}", "R-TABLE-002")
-        self._box_start: dict[int, int] = {}
-        at = 0
-        for row in sliced.tolist():
-            shape, rank = self.shape(row), int(self._ranks[row])
-            if prod(shape) == 0:
-                self._fail(InvalidError, "a tensor with no elements must be stored whole",
-                           "R-SLICE-002", row)
-            first, k = int(self._first_block[row]), int(self._slice_counts[row])
-            # The tensor's boxes as k x rank arrays, checked column-wise (T13).
-            lo = self._slice_starts[at : at + k * rank].reshape(k, rank)
-            extent = self._slice_extents[at : at + k * rank].reshape(k, rank)
-            dims = np.array(shape, dtype=_U64)
-            # start + extent <= dim, written so that no uint64 wraps.
-            outside = ((extent == 0) | (extent > dims) | (lo > dims - extent)).any(axis=1)
-            if outside.any():
-                s = int(np.argmax(outside))
-                self._fail(InvalidError, f"slice start {lo[s].tolist()} extent "
-                           f"{extent[s].tolist()} is not a non-empty box inside shape "
-                           f"{list(shape)}", "R-SLICE-001", row)
-            counts = extent.prod(axis=1, dtype=_U64)  # each at most the tensor's, < 2^58
-            self._block_counts[first : first + k] = counts
-            self._box_start.update(zip(range(first, first + k),
-                                       (at + s * rank for s in range(k))))
-            at += k * rank
-            lo, extent = lo.astype(np.int64), extent.astype(np.int64)
-            if self._partial:
-                if not arrays_disjoint(lo, extent):
-                    self._fail(InvalidError, "slices of the part overlap", "R-PART-001", row)
-            # The counts first, which is cheap (Python integers: 4096 counts of up to
-            # 2^58 can pass 2^64), then the tiling, in time linear in the boxes.
-            elif sum(counts.tolist()) != prod(shape) or not arrays_tile(lo, extent, shape):
-                self._fail(InvalidError, "slices overlap or do not cover the shape exactly",
-                           "R-SLICE-002", row)
+        # Where each block's box starts in slice_starts and slice_extents (-1: stored whole).
+        self._box_start = np.full(len(self._block_counts), -1, dtype=np.int64)
+        if not sliced.size:
+            return
+        counts = self._slice_counts[sliced]
+        checked = check_boxes(self._slice_starts, self._slice_extents, TensorColumns(
+            self._ranks[sliced], counts, self._counts[sliced], self._dim_start[sliced],
+            self._dims), partial=self._partial)
+        if isinstance(checked, BoxFailure):
+            self._fail(InvalidError, checked.message, checked.requirement,
+                       int(sliced[checked.tensor]))
+        # The blocks of the sliced tensors, in table order.
+        box_first = np.cumsum(counts) - counts
+        blocks = np.repeat(self._first_block[sliced] - box_first, counts) + np.arange(
+            int(counts.sum()))
+        self._block_counts[blocks] = checked.elements
+        self._box_start[blocks] = checked.value_start
 
     def _check_blocks(self, shards: tuple[Shard, ...]) -> None:
         self._fail_first((self._shards < 0) | (self._shards >= len(shards)), InvalidError,
@@ -404,8 +397,7 @@ class Tables(Mapping[str, TensorInfo]):
 
     # -- building views -------------------------------------------------------
 
-    def _lists(self) -> _ColumnLists:
-        # Python lists index far faster than NumPy arrays one value at a time.
+    def _lists(self) -> _ColumnLists:  # lists index faster than arrays, a value at a time
         if self._column_lists is None:
             self._column_lists = _ColumnLists(self)
         return self._column_lists
@@ -418,13 +410,44 @@ class Tables(Mapping[str, TensorInfo]):
         count = c.slice_counts[row]
         if count == 0:
             return TensorInfo(self._keys[row], dtype, shape, self._block(c, first), ())
-        rank = len(shape)
-        slices = []
-        for j in range(first, first + count):
-            at = self._box_start[j]
-            slices.append(Slice(tuple(c.slice_starts[at : at + rank]),
-                                tuple(c.slice_extents[at : at + rank]), self._block(c, j)))
-        return TensorInfo(self._keys[row], dtype, shape, None, tuple(slices))
+        return TensorInfo(self._keys[row], dtype, shape, None,
+                          lambda: self._slices(c, first, count, len(shape)))
+
+    def _slices(self, c: _ColumnLists, first: int, count: int, rank: int
+                ) -> tuple[Slice, ...]:
+        """The Slice objects of blocks ``first`` to ``first + count`` (boxes of ``rank``)."""
+        return tuple(Slice(tuple(c.slice_starts[at : at + rank]), tuple(
+            c.slice_extents[at : at + rank]), self._block(c, j)) for j, at in zip(
+                range(first, first + count), c.box_start[first : first + count]))
+
+    def slice_boxes(self, key: str) -> SliceBoxes | None:
+        """The slices of ``key`` as arrays, a row per slice in table order (no object per
+        slice); None for a tensor stored whole. KeyError when there is no such key."""
+        row = self._rows[key]
+        count = int(self._slice_counts[row])
+        if count == 0:
+            return None
+        boxes = self._boxes.get(row)
+        if boxes is None:  # values below 2^58 once checked
+            rank, first = int(self._ranks[row]), int(self._first_block[row])
+            at = slice(int(self._box_start[first]), int(self._box_start[first]) + count * rank)
+            lo = self._slice_starts[at].reshape(count, rank).astype(np.int64)
+            hi = lo + self._slice_extents[at].reshape(count, rank).astype(np.int64)
+            boxes = self._boxes[row] = SliceBoxes(lo, hi, np.arange(first, first + count))
+        return boxes
+
+    @property
+    def block_columns(self) -> BlockColumns:
+        """The checked block table as arrays, a row per block; read-only by convention."""
+        if self._block_columns is None:
+            self._block_columns = BlockColumns(
+                self._shards, self._offsets, self._raw, _STORES_RAW[self._codecs],
+                self._chunk_sizes, self._chunk_counts, self._crc_start, self._crc_array)
+        return self._block_columns
+
+    def block(self, j: int) -> Block:
+        """Block ``j`` of the block table (a row of :attr:`block_columns`)."""
+        return self._block(self._lists(), j)
 
     def plain_chunk(self, key: str) -> PlainChunk | None:
         """Where the bytes of ``key`` lie when it is stored whole, uncompressed, in one
@@ -500,30 +523,6 @@ class Tables(Mapping[str, TensorInfo]):
                      c.chunk_sizes[j], c.crcs[crc_at : crc_at + chunks], starts)
 
 
-class PlainChunk(NamedTuple):
-    """A tensor stored whole and uncompressed in one chunk (:meth:`Tables.plain_chunk`)."""
-
-    shard: int
-    offset: int
-    length: int
-    crc: int
-    dtype: np.dtype[np.generic]
-    shape: tuple[int, ...]
-
-
-@dataclass
-class SmallPlain:
-    """Small uncompressed one-chunk tensors, column-wise, in (shard, offset) order."""
-
-    keys: list[str]
-    shards: list[int]
-    offsets: list[int]
-    raw_lengths: list[int]
-    crcs: list[int]
-    dtypes: list[np.dtype[np.generic]]
-    shapes: list[tuple[int, ...]]
-
-
 class _ColumnLists:
     """The checked columns of a Tables as Python lists of Python ints."""
 
@@ -548,3 +547,4 @@ class _ColumnLists:
         self.chunk_stored = t._chunk_stored.tolist()
         self.slice_starts = t._slice_starts.tolist()
         self.slice_extents = t._slice_extents.tolist()
+        self.box_start = t._box_start.tolist()

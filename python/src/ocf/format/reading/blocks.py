@@ -17,8 +17,7 @@ import numpy as np
 
 from ocf.format.checksum import crc32c
 from ocf.format.errors import IntegrityError, MalformedError
-from ocf.format.index.model import Block, TensorInfo
-from ocf.format.index.tables import SmallPlain
+from ocf.format.index.model import Block, BlockColumns, SmallPlain, TensorInfo
 from ocf.format.memory import allocate
 from ocf.format.storage.backend import Input
 from ocf.format.storage.location import Location
@@ -42,6 +41,16 @@ class GroupRead(NamedTuple):
     block: Block
     chunks: range
     crcs: list[int] | Future[list[int]]
+
+
+class HeldBytes(NamedTuple):
+    """Bytes of shard ``shard`` from ``offset`` on, in memory: ``data`` (mapped: the whole
+    shard, whose chunks a reader checks once)."""
+
+    shard: int
+    data: memoryview
+    offset: int
+    mapped: bool
 
 
 def runs(small: SmallPlain) -> Iterator[tuple[int, int]]:
@@ -117,6 +126,54 @@ class BlockReader:
             self._verified.add((shard, offset, 0))
         self.bytes_read += length
         return raw
+
+    def whole_map(self, shard: int) -> memoryview:
+        """All bytes of the mapped shard ``shard`` (a local file)."""
+        whole = self._whole_maps.get(shard)
+        if whole is None:
+            whole = self._whole_maps[shard] = memoryview(self.shards[shard].mapping())
+        return whole
+
+    def verify_blocks(self, info: TensorInfo, columns: BlockColumns, blocks: np.ndarray,
+                      slices: np.ndarray, held: HeldBytes) -> None:
+        """Checksum every chunk of the uncompressed ``blocks`` (rows of ``columns`` in one
+        shard; slices ``slices`` of ``info``, for errors), whose bytes ``held`` holds;
+        the chunks of a mapped shard once per reader. The caller counts the bytes."""
+        raw = columns.raw_lengths[blocks]
+        if not self.verify:
+            return
+        chunks = columns.chunk_counts[blocks]
+        owner = np.repeat(np.arange(len(blocks)), chunks)
+        position = np.arange(len(owner)) - np.repeat(np.cumsum(chunks) - chunks, chunks)
+        size = np.where(columns.chunk_sizes[blocks] == 0, raw, columns.chunk_sizes[blocks])
+        base = columns.offsets[blocks][owner]
+        first = base + size[owner] * position.astype(np.uint64)
+        last = np.minimum(first + size[owner], base + raw[owner])
+        expected = columns.crcs[columns.crc_start[blocks][owner] + position]
+        verified = self._verified if held.mapped else set()
+        data, at, shard = held.data, held.offset, held.shard
+        for i, (offset, chunk, a, b, crc) in enumerate(zip(
+                base.tolist(), position.tolist(), first.tolist(), last.tolist(),
+                expected.tolist())):
+            if (shard, offset, chunk) in verified:
+                continue
+            got = crc32c(data[a - at : b - at])
+            if got != crc:
+                raise IntegrityError(
+                    f"slice {int(slices[owner[i]])}, chunk {chunk} (bytes {a}...{b} of "
+                    f"{self.shards[shard].path.name}) has CRC-32C {got:#010x}, the index "
+                    f"says {crc:#010x}", path=self.path, key=info.key, requirement="R-CRC-001")
+            verified.add((shard, offset, chunk))
+
+    def hold(self, info: TensorInfo, shard: int, start: int, end: int, may_map: bool
+             ) -> HeldBytes:
+        """Bytes ``start`` to ``end`` of shard ``shard``: mapped (the whole shard) when
+        ``may_map`` and it can be, else read with one request into a new buffer."""
+        if may_map and self.shards[shard].mappable:
+            return HeldBytes(shard, self.whole_map(shard), 0, True)
+        buffer = self.buffer(info, end - start)
+        self.shards[shard].read_into(buffer.data, start)
+        return HeldBytes(shard, buffer.data, start, False)
 
     def mapped(self, block: Block) -> np.ndarray:
         if block.raw_length == 0:
