@@ -33,6 +33,10 @@ removed after the next successful save.
 
 The state file is read as hostile input: at most 1 MiB, strict JSON, every
 field type-checked, and every name a plain file name inside the directory.
+A directory whose state file is missing or damaged is recovered by scanning
+for committed checkpoints (:mod:`ocf.objects.recovery`, [R-COMMIT-010]), and
+a save numbered by the checkpoint's counter at or below the newest of them
+is refused: a run restarted without restoring would overwrite its own.
 
 One manager at a time saves into a local directory: the first save takes
 the directory's writer lock (:mod:`ocf.format.storage.directory_lock`), held

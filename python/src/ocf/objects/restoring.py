@@ -106,7 +106,6 @@ class _Session:
     reader: Source | None = None  # open during a pass of matching only
     renamed: Renamed | None = None  # where renamed checkpoint objects are found
 
-
     def match(self, node: int, obj: object) -> None:
         """Restore ``obj`` from ``node`` and, breadth-first, everything below it."""
         with self._pass():
@@ -307,8 +306,8 @@ class Renamed:
             return None, path  # mapped outside what the restore's root stands for
         parts = path[len(self.begin):].strip("/").split("/")
         owner: object | None = self.root
-        for name in parts[:-1]:
-            owner = track(owner).children().get(name)
+        for edge in parts[:-1]:
+            owner = track(owner).children().get(edge)
             if owner is None or not is_trackable(owner):
                 return None, parts[-1]
         return owner, parts[-1]
