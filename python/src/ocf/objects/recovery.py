@@ -31,7 +31,13 @@ from dataclasses import dataclass
 from ocf.format.errors import OCFError, UnsupportedVersionError
 from ocf.format.reader import Reader
 from ocf.format.storage.backend import backend_of
-from ocf.format.storage.location import StorageOptions, join_path, locate
+from ocf.format.storage.location import (
+    Location,
+    ObjectPath,
+    StorageOptions,
+    join_path,
+    locate,
+)
 
 # Any manager's numbered name: the prefix, a dash, the number.
 _NUMBERED = re.compile(r"(?P<name>[^/]+)-(?P<number>[0-9]{1,18})")
@@ -80,11 +86,25 @@ def scan(directory: str, checkpoint_name: str | None = None,
          storage_options: StorageOptions | None = None) -> Found:
     """The committed numbered checkpoints directly inside ``directory``, oldest first."""
     where = locate(directory, storage_options)
-    numbered = [(number, name) for name in backend_of(where).list_names(where)
+    numbered = [(number, name) for name in _entry_names(where)
                 if (number := number_of(name, checkpoint_name)) is not None]
     committed = [name for _, name in sorted(numbered)
                  if is_committed(join_path(directory, name), storage_options)]
     return Found(tuple(committed))
+
+
+def _entry_names(where: Location) -> set[str]:
+    """The names directly inside ``where``: files and directories, objects and, on an
+    object store, the prefixes a checkpoint of the multi-file form is made of."""
+    names = set(backend_of(where).list_names(where))
+    if isinstance(where, ObjectPath):
+        try:
+            entries = where.fs.ls(where.key, detail=True, refresh=True)
+        except FileNotFoundError:
+            return names
+        names |= {str(e["name"]).rstrip("/").rsplit("/", 1)[-1] for e in entries
+                  if e.get("type") == "directory"}
+    return names
 
 
 def usable_state_error(error: OCFError) -> bool:
