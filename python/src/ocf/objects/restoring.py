@@ -373,6 +373,10 @@ def _restore(root: object, path: str, start: str, strict: bool, cast: bool,
     except BaseException:
         reader.close()
         raise
+    if graph is None and rename is not None:
+        reader.close()
+        raise InvalidError("rename= maps object paths, and this checkpoint has no object "
+                           "graph: name_map= maps its tensor keys", path=path)
     if graph is None or name_map is not None:
         # closes the reader, also on errors
         return restore_by_name(root, reader, name_map, strict, cast)
