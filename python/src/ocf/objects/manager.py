@@ -82,7 +82,7 @@ from ocf.format.errors import (
 )
 from ocf.format.storage.backend import WriterLock, backend_of
 from ocf.format.storage.location import StorageOptions, join_path, locate
-from ocf.objects.recovery import number_of
+from ocf.objects.recovery import refuse_number_below
 from ocf.objects.state_file import (
     STATE_FILE_NAME,
     CheckpointState,
@@ -402,7 +402,9 @@ class CheckpointManager:
         with the handle of the background write when not ``blocking``."""
         prefix = self._path(self._name)
         if checkpoint_number is None:
-            self._check_numbering()
+            with self._lock:  # never at or below a checkpoint the directory holds
+                refuse_number_below(self._entries, self._name,
+                                    self._checkpoint.save_counter + 1, self._directory)
             result = self._call(self._checkpoint.save, prefix, blocking)
         else:
             if isinstance(checkpoint_number, bool) or operator.index(checkpoint_number) < 0:
@@ -417,20 +419,6 @@ class CheckpointManager:
                                f" returned a {type(result).__name__}, not an ocf.SaveHandle",
                                path=self._directory)
         return self._name_of(result.path), result
-
-    def _check_numbering(self) -> None:
-        """Refuse to number a new checkpoint at or below one the directory holds: a run
-        restarted without restoring would overwrite its own newer checkpoints."""
-        with self._lock:
-            numbers = [n for name in self._entries if (n := number_of(name, self._name))
-                       is not None]
-        upcoming = self._checkpoint.save_counter + 1
-        if numbers and upcoming <= max(numbers):
-            raise InvalidError(
-                f"the next checkpoint would be {self._name}-{upcoming}, but the directory "
-                f"holds {self._name}-{max(numbers)}: restore it first "
-                "(restore_or_initialize()), or give save(checkpoint_number=...) a number "
-                "above it [R-COMMIT-010]", path=self._directory)
 
     def _call(self, method: Callable[..., object], path: str, blocking: bool) -> object:
         """``method(path)``, with the keywords a Saveable needs to take only when they

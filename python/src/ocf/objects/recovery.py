@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import re
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ocf.format.errors import OCFError, UnsupportedVersionError
+from ocf.format.errors import InvalidError, OCFError, UnsupportedVersionError
 from ocf.format.reader import Reader
 from ocf.format.storage.backend import backend_of
 from ocf.format.storage.location import (
@@ -66,6 +67,21 @@ def number_of(name: str, checkpoint_name: str | None = None) -> int | None:
     if match is None or (checkpoint_name is not None and match["name"] != checkpoint_name):
         return None
     return int(match["number"])
+
+
+def refuse_number_below(names: Iterable[str], checkpoint_name: str, upcoming: int,
+                        directory: str) -> None:
+    """INVALID when a manager numbering by the checkpoint's counter would write
+    ``<checkpoint_name>-<upcoming>`` at or below one of ``names`` (the checkpoints the
+    directory holds): a run restarted without restoring would overwrite its own newer
+    checkpoints [R-COMMIT-010]."""
+    numbers = [n for name in names if (n := number_of(name, checkpoint_name)) is not None]
+    if numbers and upcoming <= max(numbers):
+        raise InvalidError(
+            f"the next checkpoint would be {checkpoint_name}-{upcoming}, but the directory "
+            f"holds {checkpoint_name}-{max(numbers)}: restore it first "
+            "(restore_or_initialize()), or give save(checkpoint_number=...) a number "
+            "above it [R-COMMIT-010]", path=directory)
 
 
 def is_committed(path: str, storage_options: StorageOptions | None = None) -> bool:
