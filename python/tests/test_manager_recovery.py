@@ -110,7 +110,8 @@ def test_latest_checkpoint_is_none_without_any_committed_checkpoint(
         (tmp_path / "run" / f"ckpt-{number}").unlink()
     with pytest.warns(RecoveryWarning, match="no checkpoint its state file .* names opens"):
         assert ocf.latest_checkpoint(tmp_path / "run") is None
-    manager = ocf.CheckpointManager(ArrayCheckpoint(), tmp_path / "run")
+    with pytest.warns(RecoveryWarning, match="found no committed checkpoint"):
+        manager = ocf.CheckpointManager(ArrayCheckpoint(), tmp_path / "run")
     assert manager.latest_checkpoint is None
     assert manager.checkpoints == []
 

@@ -119,19 +119,26 @@ def test_hostile_state_object_on_s3_is_refused(s3_server: S3Server, s3_bucket: s
 
 def test_a_lost_state_object_on_s3_is_recovered_by_listing(
         s3_server: S3Server, s3_bucket: str) -> None:
-    # Single-object checkpoints: listing finds objects, not the prefixes of the
-    # multi-file form (a limitation of the scan on object stores).
+    # Prefixes of the multi-file form (ckpt-1 to 3) and single objects (ckpt-4) alike.
     url, opts = f"{s3_bucket}/lost", s3_server.storage_options
-    variable = ocf.Variable(np.zeros(4, np.float32))
-    checkpoint = ocf.Checkpoint(w=variable)
-    manager = ocf.CheckpointManager(checkpoint, url, max_to_keep=2, storage_options=opts)
-    for step in range(3):
-        variable.value[...] = step
+    checkpoint = StoreCheckpoint()
+    manager = ocf.CheckpointManager(checkpoint, url, max_to_keep=3, storage_options=opts)
+    for _ in range(3):
+        checkpoint.arrays = values_for(checkpoint.save_counter + 1)
         manager.save()
     manager.close()
+    ocf.save_file(values_for(4), f"{url}/ckpt-4", storage_options=opts,
+                  metadata={"save_counter": 4})  # a single object
+    s3_server.fs.pipe_file(f"{url.removeprefix('s3://')}/ckpt-9/data-0123456789abcdef-00000"
+                           ".ocfd", b"\0" * 64)  # an upload killed before its index
     s3_server.fs.rm_file(f"{url.removeprefix('s3://')}/{STATE_FILE_NAME}")
-    with pytest.warns(RecoveryWarning, match="found 2 committed checkpoint.*'ckpt-3'"):
-        assert ocf.latest_checkpoint(url, storage_options=opts) == f"{url}/ckpt-3"
+    with pytest.warns(RecoveryWarning, match="found 4 committed checkpoint.*'ckpt-4'"):
+        assert ocf.latest_checkpoint(url, storage_options=opts) == f"{url}/ckpt-4"
+    with pytest.warns(RecoveryWarning):
+        again = ocf.CheckpointManager(StoreCheckpoint(), url, storage_options=opts)
+    assert again.latest_checkpoint == f"{url}/ckpt-4"
+    assert [c.rsplit("/", 1)[-1] for c in again.checkpoints] == [
+        "ckpt-1", "ckpt-2", "ckpt-3", "ckpt-4"]
 
 
 def test_ocf_checkpoint_saved_by_a_manager_on_s3_in_the_background(

@@ -121,3 +121,17 @@ def test_a_flat_state_dict_that_does_not_match_points_to_load_model(tmp_path: Pa
                             "map keys")
     assert "partial=True" not in message
     assert "rename" not in message
+    with pytest.raises(ocf.InvalidError, match="rename= maps object paths, and this "
+                       "checkpoint has no object graph: name_map= maps its tensor keys"):
+        ocf.torch.restore(tmp_path / "weights.ocf", {"model": net("fc1", seed=1)},
+                          rename={"model": "net"})
+
+
+def test_jax_restore_takes_a_rename_map(tmp_path: Path) -> None:
+    import jax.numpy as jnp
+
+    import ocf.jax
+    path = ocf.jax.save(tmp_path / "t.ocf", {"params": {"fc1": {"w": jnp.arange(3.0)}}})
+    restored = ocf.jax.restore(path, {"params": {"encoder": {"w": jnp.zeros(3)}}},
+                               rename={"params/fc1": "params/encoder"})
+    assert restored["params"]["encoder"]["w"].tolist() == [0.0, 1.0, 2.0]

@@ -5,14 +5,13 @@ safetensors: header metadata; TensorFlow: bundle header, slices), then
 with ``--tensor GLOB`` or ``--all`` the values, with ``--stats`` a table of
 statistics (ocf.cli.stats). ``--json``: one document (schemas/inspect.schema.json).
 A managed directory is listed first, then its latest checkpoint inspected.
-Inspect reads the index, not the tensor bytes, unless it prints values; a
-line on stderr says so and names ``ocf verify``, which checks every byte.
+Inspect reads the index, not the tensor bytes, unless it prints values; the
+summary's last line says so and names ``ocf verify``, which checks every byte.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from ocf.cli.jsonout import emit
@@ -48,21 +47,18 @@ def inspect(args: argparse.Namespace) -> int:
             for key in keys:
                 print(f"{'' if args.tensor else chr(10)}tensor_name: {key}")
                 print(source.get_tensor(key))
-    read = stats is not None or args.tensor is not None or args.all
-    # On stderr: stdout stays what was asked for (values, tables), fit for a pipe.
-    print(_what_was_checked(path, read, verified=not args.no_verify), file=sys.stderr)
+    if stats is None and args.tensor is None and not args.all:
+        print(_not_read_note(path))
     return 0
 
 
-def _what_was_checked(path: str, read: bool, *, verified: bool) -> str:
-    """One line saying how much of the data inspect checked: it reads the index, not
-    the tensor bytes (what keeps it instant on any size), unless values are printed."""
-    how = f"`ocf verify {path}` reads and checks every byte"
-    if not read:
-        return f"data: tensor bytes not read, checksums not checked; {how}"
-    if verified:
-        return f"checksums: checked for the tensors read above only; {how}"
-    return f"checksums: not checked (--no-verify); {how}"
+def _not_read_note(path: str) -> str:
+    """The summary's last line: inspect reads the index, not the tensor bytes (what
+    keeps it instant on any size), so it has not checked them. Printed only then:
+    values printed (--tensor, --all, --stats) were read and checked unless
+    --no-verify, and stdout is then the data asked for."""
+    return (f"data: tensor bytes not read, checksums not checked; `ocf verify {path}` "
+            "reads and checks every byte")
 
 
 def _all_stats(source: AnySource, keys: list[str]) -> dict[str, TensorStats]:

@@ -22,7 +22,7 @@ from typing import Any
 from ocf.format.container import INDEX_FILE_NAME
 from ocf.format.errors import NotFoundError
 from ocf.interop.text import format_size, format_table
-from ocf.objects.recovery import RecoveryWarning, number_of
+from ocf.objects.recovery import RecoveryWarning, number_of, scan
 from ocf.objects.state_file import (
     STATE_FILE_NAME,
     CheckpointState,
@@ -32,11 +32,13 @@ from ocf.objects.state_file import (
 
 
 def is_managed_directory(path: str | os.PathLike[str]) -> bool:
+    """A directory (not a checkpoint) with a manager's state file, or with committed
+    numbered checkpoints (a TensorFlow directory's ``ckpt-1.data-00000-of-00001`` is
+    numbered, but not an OCF checkpoint)."""
     where = Path(path)
     if not where.is_dir() or (where / INDEX_FILE_NAME).exists():
         return False
-    return (where / STATE_FILE_NAME).exists() or any(
-        number_of(entry.name) is not None for entry in where.iterdir())
+    return (where / STATE_FILE_NAME).exists() or scan(str(where)).newest is not None
 
 
 def _state(directory: str) -> tuple[CheckpointState, str | None]:

@@ -25,7 +25,7 @@ from ocf.jax import slots
 from ocf.jax.staleness import LeafMemory
 from ocf.jax.translations import Translation
 from ocf.jax.tree_view import Container, Leaf, TreeView
-from ocf.objects.restoring import NameMap
+from ocf.objects.restoring import NameMap, Rename
 from ocf.objects.restoring import restore as restore_objects
 from ocf.objects.saving import save_root
 from ocf.objects.tracking import VALUE
@@ -68,8 +68,8 @@ def save(path: str | os.PathLike[str], state: Any,
 
 def restore(path: str | os.PathLike[str], target: Any, *, start: str = "",
             partial: bool = False, cast: bool = False, translation: Translation | None = None,
-            name_map: NameMap | None = None, verify: bool = True,
-            storage_options: StorageOptions | None = None) -> Any:
+            name_map: NameMap | None = None, rename: Rename | None = None,
+            verify: bool = True, storage_options: StorageOptions | None = None) -> Any:
     """A new tree shaped like ``target`` with the values of the checkpoint at ``path``.
 
     ``target`` gives the structure and every leaf's shape and dtype; its
@@ -88,7 +88,9 @@ def restore(path: str | os.PathLike[str], target: Any, *, start: str = "",
     safetensors file) is read by name: each leaf takes the tensor whose key
     is its path in the tree (``params/dense/kernel``), prefixed by
     ``start/`` when given, then mapped through ``name_map`` (a dict or a
-    function of that key).
+    function of that key). ``rename`` maps the paths of an object-based
+    checkpoint to the target's, as for :func:`ocf.restore`
+    (``{"params/fc1": "params/encoder"}``).
 
     Examples:
         >>> target = jax.eval_shape(init)  # abstract leaves: jax.ShapeDtypeStruct
@@ -100,15 +102,16 @@ def restore(path: str | os.PathLike[str], target: Any, *, start: str = "",
     if graph is None:
         # partial: this function judges strictness by leaves, below.
         status = restore_objects(view.root, file, name_map=_leaf_keys(start, name_map),
-                                 partial=True, verify=verify, storage_options=storage_options)
+                                 rename=rename, partial=True, verify=verify,
+                                 storage_options=storage_options)
         unmatched = status.unmatched_checkpoint_paths()  # tensor keys
     else:
         if name_map is not None:
             raise InvalidError("name_map applies to checkpoints without object graph; this "
                                "one is matched by structure (use start= and translation=)",
                                path=file)
-        status = restore_objects(view.root, file, start=start, partial=True, verify=verify,
-                                 storage_options=storage_options)
+        status = restore_objects(view.root, file, start=start, partial=True, rename=rename,
+                                 verify=verify, storage_options=storage_options)
         # Objects holding no tensor (an activation layer of another framework) are
         # structure only, and may be missing.
         unmatched = status.unmatched_checkpoint_paths(holding_values=True)

@@ -33,6 +33,10 @@ removed after the next successful save.
 
 The state file is read as hostile input: at most 1 MiB, strict JSON, every
 field type-checked, and every name a plain file name inside the directory.
+A directory whose state file is missing or damaged is recovered by scanning
+for committed checkpoints (:mod:`ocf.objects.recovery`, [R-COMMIT-010]), and
+a save numbered by the checkpoint's counter at or below the newest of them
+is refused: a run restarted without restoring would overwrite its own.
 
 One manager at a time saves into a local directory: the first save takes
 the directory's writer lock (:mod:`ocf.format.storage.directory_lock`), held
@@ -79,7 +83,7 @@ from ocf.format.errors import (
 from ocf.format.storage.backend import WriterLock, backend_of
 from ocf.format.storage.location import StorageOptions, join_path, locate
 from ocf.objects.incremental import IncrementalSaves
-from ocf.objects.recovery import number_of
+from ocf.objects.recovery import number_of, refuse_number_below
 from ocf.objects.state_file import (
     STATE_FILE_NAME,
     CheckpointState,
@@ -416,7 +420,9 @@ class CheckpointManager:
         with the handle of the background write when not ``blocking``."""
         prefix = self._path(self._name)
         if checkpoint_number is None:
-            self._check_numbering()
+            with self._lock:  # never at or below a checkpoint the directory holds
+                refuse_number_below(self._entries, self._name,
+                                    self._checkpoint.save_counter + 1, self._directory)
             result = self._call(self._checkpoint.save, prefix, blocking)
         else:
             if isinstance(checkpoint_number, bool) or operator.index(checkpoint_number) < 0:
@@ -431,20 +437,6 @@ class CheckpointManager:
                                f" returned a {type(result).__name__}, not an ocf.SaveHandle",
                                path=self._directory)
         return self._name_of(result.path), result
-
-    def _check_numbering(self) -> None:
-        """Refuse to number a new checkpoint at or below one the directory holds: a run
-        restarted without restoring would overwrite its own newer checkpoints."""
-        with self._lock:
-            numbers = [n for name in self._entries if (n := number_of(name, self._name))
-                       is not None]
-        upcoming = self._checkpoint.save_counter + 1
-        if numbers and upcoming <= max(numbers):
-            raise InvalidError(
-                f"the next checkpoint would be {self._name}-{upcoming}, but the directory "
-                f"holds {self._name}-{max(numbers)}: restore it first "
-                "(restore_or_initialize()), or give save(checkpoint_number=...) a number "
-                "above it [R-COMMIT-010]", path=self._directory)
 
     def _call(self, method: Callable[..., object], path: str, blocking: bool) -> object:
         """``method(path)``, with the keywords a Saveable needs to take only when they

@@ -26,12 +26,19 @@ from __future__ import annotations
 
 import re
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ocf.format.errors import OCFError, UnsupportedVersionError
+from ocf.format.errors import InvalidError, OCFError, UnsupportedVersionError
 from ocf.format.reader import Reader
 from ocf.format.storage.backend import backend_of
-from ocf.format.storage.location import StorageOptions, join_path, locate
+from ocf.format.storage.location import (
+    Location,
+    ObjectPath,
+    StorageOptions,
+    join_path,
+    locate,
+)
 
 # Any manager's numbered name: the prefix, a dash, the number.
 _NUMBERED = re.compile(r"(?P<name>[^/]+)-(?P<number>[0-9]{1,18})")
@@ -62,6 +69,21 @@ def number_of(name: str, checkpoint_name: str | None = None) -> int | None:
     return int(match["number"])
 
 
+def refuse_number_below(names: Iterable[str], checkpoint_name: str, upcoming: int,
+                        directory: str) -> None:
+    """INVALID when a manager numbering by the checkpoint's counter would write
+    ``<checkpoint_name>-<upcoming>`` at or below one of ``names`` (the checkpoints the
+    directory holds): a run restarted without restoring would overwrite its own newer
+    checkpoints [R-COMMIT-010]."""
+    numbers = [n for name in names if (n := number_of(name, checkpoint_name)) is not None]
+    if numbers and upcoming <= max(numbers):
+        raise InvalidError(
+            f"the next checkpoint would be {checkpoint_name}-{upcoming}, but the directory "
+            f"holds {checkpoint_name}-{max(numbers)}: restore it first "
+            "(restore_or_initialize()), or give save(checkpoint_number=...) a number "
+            "above it [R-COMMIT-010]", path=directory)
+
+
 def is_committed(path: str, storage_options: StorageOptions | None = None) -> bool:
     """True if ``path`` is a committed checkpoint that opens.
 
@@ -80,11 +102,25 @@ def scan(directory: str, checkpoint_name: str | None = None,
          storage_options: StorageOptions | None = None) -> Found:
     """The committed numbered checkpoints directly inside ``directory``, oldest first."""
     where = locate(directory, storage_options)
-    numbered = [(number, name) for name in backend_of(where).list_names(where)
+    numbered = [(number, name) for name in _entry_names(where)
                 if (number := number_of(name, checkpoint_name)) is not None]
     committed = [name for _, name in sorted(numbered)
                  if is_committed(join_path(directory, name), storage_options)]
     return Found(tuple(committed))
+
+
+def _entry_names(where: Location) -> set[str]:
+    """The names directly inside ``where``: files and directories, objects and, on an
+    object store, the prefixes a checkpoint of the multi-file form is made of."""
+    names = set(backend_of(where).list_names(where))
+    if isinstance(where, ObjectPath):
+        try:
+            entries = where.fs.ls(where.key, detail=True, refresh=True)
+        except FileNotFoundError:
+            return names
+        names |= {str(e["name"]).rstrip("/").rsplit("/", 1)[-1] for e in entries
+                  if e.get("type") == "directory"}
+    return names
 
 
 def usable_state_error(error: OCFError) -> bool:

@@ -107,7 +107,6 @@ class _Session:
     reader: AnySource | None = None  # open during a pass of matching only
     renamed: Renamed | None = None  # where renamed checkpoint objects are found
 
-
     def match(self, node: int, obj: object) -> None:
         """Restore ``obj`` from ``node`` and, breadth-first, everything below it."""
         with self._pass():
@@ -308,8 +307,8 @@ class Renamed:
             return None, path  # mapped outside what the restore's root stands for
         parts = path[len(self.begin):].strip("/").split("/")
         owner: object | None = self.root
-        for name in parts[:-1]:
-            owner = track(owner).children().get(name)
+        for edge in parts[:-1]:
+            owner = track(owner).children().get(edge)
             if owner is None or not is_trackable(owner):
                 return None, parts[-1]
         return owner, parts[-1]
@@ -375,6 +374,10 @@ def _restore(root: object, path: str, start: str, strict: bool, cast: bool,
     except BaseException:
         reader.close()
         raise
+    if graph is None and rename is not None:
+        reader.close()
+        raise InvalidError("rename= maps object paths, and this checkpoint has no object "
+                           "graph: name_map= maps its tensor keys", path=path)
     if graph is None or name_map is not None:
         # closes the reader, also on errors
         return restore_by_name(root, reader, name_map, strict, cast)
