@@ -32,7 +32,10 @@ returns only once its checkpoint is complete).
 Reported per system and writer count: the median over ``--repeat`` saves of
 the whole save's MB/s (state bytes / slowest writer's time), the slowest
 and the fastest writer's stall (time inside the save call), and the ratio of
-the time to the raw floor's with the same writers (to ``raw-s3`` on S3).
+the time to the raw floor's with the same writers (to ``raw-s3`` on S3); then
+the CPU seconds of all writers together (every thread, user and system time)
+and their ratio to the floor's, which a machine busy with other work distorts
+less than the times. ``--systems`` and ``--no-loads`` run a subset.
 Progress on stderr, the Markdown tables on stdout. One machine: the writers
 share its cores and disk.
 """
@@ -93,11 +96,11 @@ def _torch_save(job: dict[str, Any], rank: int, world: int) -> list[float]:
     local = _shares(job["mib"], rank, world)
     state = {k: DTensor.from_local(torch.from_numpy(v), mesh, [Shard(0)]) for k, v in
              local.items()}
-    times = []
+    times, cpu = [], []
     for n in range(job["repeat"] + 1):  # the first is a warm-up
         target = job.get("target") or f"{job['dir']}/{job['system']}-{n}"
         dist.barrier()
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         if job["system"] == "raw":
             os.makedirs(target, exist_ok=True)
             with open(f"{target}/{rank}.bin", "wb") as f:
@@ -116,8 +119,9 @@ def _torch_save(job: dict[str, Any], rank: int, world: int) -> list[float]:
         elif job["system"] == "ocf-dcp":
             dcp.save(state, storage_writer=StorageWriter(target))
         times.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
         dist.barrier()
-    return times[1:]
+    return times[1:] + cpu[1:]
 
 
 def _put_parallel(job: dict[str, Any], url: str, values: Any) -> None:
@@ -208,20 +212,21 @@ def _jax_worker(job: dict[str, Any], rank: int, world: int) -> list[float]:
     if job["system"] == "orbax":
         import orbax.checkpoint as ocp
         checkpointer = ocp.StandardCheckpointer()
-    times = []
+    times, cpu = [], []
     for n in range(job["repeat"] + 1):
         target = f"{job['dir']}/{job['system']}-{n}"
         multihost_utils.sync_global_devices(f"start {n}")
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         if checkpointer is not None:
             checkpointer.save(target, tree)
             checkpointer.wait_until_finished()
         else:
             ocf_jax.save(target, tree)
         times.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
         multihost_utils.sync_global_devices(f"end {n}")
     jax.distributed.shutdown()
-    return times[1:]
+    return times[1:] + cpu[1:]
 
 
 def worker(job: dict[str, Any]) -> None:
@@ -272,6 +277,7 @@ def _save_rows(args: argparse.Namespace, mib: int, base: Path, server: Any,
                    if (s if e == "torch" else f"jax-{s}") in wanted]
     rows = []
     floor: dict[str, float] = {}
+    floor_cpu: dict[str, float] = {}
     for world in (int(w) for w in args.writers.split(",")):
         for engine, system in systems:
             job: dict[str, Any] = {"engine": engine, "system": system, "mib": mib,
@@ -283,10 +289,15 @@ def _save_rows(args: argparse.Namespace, mib: int, base: Path, server: Any,
             times = measure(job, world, base)
             wall = statistics.median(max(t[n] for t in times) for n in range(args.repeat))
             fastest = statistics.median(min(t[n] for t in times) for n in range(args.repeat))
+            # CPU seconds of all writers together (every thread, user and system): what
+            # the save costs the machine, which a busy machine's scheduling hides less.
+            cpu = statistics.median(sum(t[args.repeat + n] for t in times)
+                                    for n in range(args.repeat))
+            floor_of = "raw-s3" if system.endswith("-s3") else "raw"
             if system.startswith("raw"):
-                floor[system] = wall
-            ratio = wall / floor["raw-s3" if system.endswith("-s3") else "raw"]
-            rows.append((mib, engine, system, world, mib * 1.048576 / wall, wall, fastest, ratio))
+                floor[system], floor_cpu[system] = wall, cpu
+            rows.append((mib, engine, system, world, mib * 1.048576 / wall, wall, fastest,
+                         wall / floor[floor_of], cpu, cpu / floor_cpu[floor_of]))
         if world == 4 and not args.no_loads:
             _save_sources(mib, base, base, sources)
     return rows
@@ -332,11 +343,11 @@ def _print_tables(args: argparse.Namespace, saves: list[tuple[Any, ...]],
     print(f"float32 in {TENSORS} tensors split by rows; median of {args.repeat} after a "
           f"warm-up; {os.cpu_count()} cores.\n")
     print("| MiB | engine | system | writers | MB/s | slowest writer (s) | fastest writer (s) "
-          "| time / raw floor |")
-    print("|--:|---|---|--:|--:|--:|--:|--:|")
-    for mib, engine, system, world, rate, wall, fastest, ratio in saves:
+          "| time / raw floor | CPU s (all writers) | CPU / raw's |")
+    print("|--:|---|---|--:|--:|--:|--:|--:|--:|--:|")
+    for mib, engine, system, world, rate, wall, fastest, ratio, cpu, cpu_ratio in saves:
         print(f"| {mib} | {engine} | {system} | {world} | {rate:.0f} | {wall:.3f} | "
-              f"{fastest:.3f} | {ratio:.2f}x |")
+              f"{fastest:.3f} | {ratio:.2f}x | {cpu:.3f} | {cpu_ratio:.2f}x |")
     if not loads:
         return
     print("\nResharded loads of the checkpoints saved by 4 writers (ocf: "

@@ -19,8 +19,10 @@ equal runs), with ``ocf.Reader.get_slice``, which reads whole stored chunks
   meets, a row band the chunks of each strip it meets (a strip is stored in C
   order, so its rows are runs of chunks).
 
-Reported per layout: slices per tensor, index bytes, the median save time (parts
-and merge; one process, so the per-slice costs of every writer add up), and the
+Reported per layout: slices per tensor, index bytes, the median save time and CPU
+seconds (parts and merge; one process, so the per-slice costs of every writer
+add up; the CPU time is what a busy machine distorts least), the CPU seconds
+of the loads (all ranks of the four ways below, one after the other), and the
 worst rank's stored bytes read / bytes needed for each way of loading. Times on a
 shared machine are noisy: compare layouts within one run.
 """
@@ -79,10 +81,11 @@ def _state(mib: int) -> dict[str, np.ndarray]:
 
 
 def _save(directory: Path, state: dict[str, np.ndarray], write: Writes,
-          options: dict[str, object]) -> float:
+          options: dict[str, object]) -> tuple[float, float]:
+    """The save's time and CPU seconds (every thread, user and system)."""
     shutil.rmtree(directory, ignore_errors=True)
     save_id = new_save_id()
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     for part in range(WRITERS):
         rows = region_of((ROWS, 1), part, WRITERS)[0]
         with PartWriter(directory, part=part, parts=WRITERS, save_id=save_id,
@@ -90,7 +93,7 @@ def _save(directory: Path, state: dict[str, np.ndarray], write: Writes,
             for key, full in state.items():
                 write(writer, key, full[rows], (rows.start, 0), full.shape)
     merge_parts(directory, save_id=save_id, parts=WRITERS)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - start_cpu
 
 
 def _amplification(directory: Path, state: dict[str, np.ndarray], loaders: int,
@@ -124,19 +127,22 @@ def main() -> None:
                 info = reader["layer0/w"]
                 slices = len(info.slices)
             index_bytes = (directory / "index.ocf").stat().st_size
+            start_cpu = time.process_time()
             reads = [_amplification(directory, state, n, axis)
                      for n in (2, 3) for axis in (0, 1)]
-            rows.append((name, slices, index_bytes, statistics.median(times[1:]), reads))
+            load_cpu = time.process_time() - start_cpu
+            rows.append((name, slices, index_bytes, statistics.median(t for t, _ in times[1:]),
+                         statistics.median(c for _, c in times[1:]), load_cpu, reads))
     finally:
         shutil.rmtree(base, ignore_errors=True)
     print(f"{args.mib} MiB of float32 in {TENSORS} tensors of {ROWS} rows, saved as "
           f"{WRITERS} parts split by rows (one process); median of {args.repeat} saves "
           "after a warm-up.\n")
-    print("| layout | slices per tensor | index bytes | save (s) | read / needed: 2 by rows "
-          "| 2 by columns | 3 by rows | 3 by columns |")
-    print("|---|--:|--:|--:|--:|--:|--:|--:|")
-    for name, slices, index_bytes, seconds, reads in rows:
-        print(f"| {name} | {slices} | {index_bytes} | {seconds:.3f} | "
+    print("| layout | slices per tensor | index bytes | save (s) | save CPU (s) | load CPU (s) "
+          "| read / needed: 2 by rows | 2 by columns | 3 by rows | 3 by columns |")
+    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+    for name, slices, index_bytes, seconds, cpu, load_cpu, reads in rows:
+        print(f"| {name} | {slices} | {index_bytes} | {seconds:.3f} | {cpu:.3f} | {load_cpu:.3f} | "
               + " | ".join(f"{r:.3f}" for r in reads) + " |")
 
 

@@ -52,6 +52,8 @@ CASES = {
     "zstd tiles": (np.float32, (32, 64), (64, 64), (16, 16),
                    {"compression": "zstd", "chunk_size": 4096}),
     "small shards": (np.int16, (32, 64), (64, 64), (8, 8), {"max_shard_size": 3000}),
+    "big-endian float32": (np.dtype(">f4"), (16, 32), (32, 32), (8, 8), {}),
+    "bool": (np.bool_, (16, 128), (32, 128), (8, 64), {}),
     "bfloat16, rank 3": (ml_dtypes.bfloat16, (4, 6, 8), (8, 6, 8), (2, 3, 4), {}),
 }
 

@@ -22,7 +22,7 @@ from typing import Any
 from ocf.format.container import INDEX_FILE_NAME
 from ocf.format.errors import NotFoundError
 from ocf.interop.text import format_size, format_table
-from ocf.objects.recovery import RecoveryWarning, number_of, scan
+from ocf.objects.recovery import RecoveryWarning, scan
 from ocf.objects.state_file import (
     STATE_FILE_NAME,
     CheckpointState,

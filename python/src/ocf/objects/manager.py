@@ -83,7 +83,7 @@ from ocf.format.errors import (
 from ocf.format.storage.backend import WriterLock, backend_of
 from ocf.format.storage.location import StorageOptions, join_path, locate
 from ocf.objects.incremental import IncrementalSaves
-from ocf.objects.recovery import number_of, refuse_number_below
+from ocf.objects.recovery import refuse_number_below
 from ocf.objects.state_file import (
     STATE_FILE_NAME,
     CheckpointState,

@@ -21,7 +21,6 @@ from math import prod
 import numpy as np
 
 from ocf.format import dtypes
-from ocf.format.raw import to_raw
 from ocf.format.slicing import Box
 
 # The tiles of a box are cut about this many bytes at a time: one copy of that
@@ -32,7 +31,8 @@ BAND_BYTES = 4 << 20
 @dataclass(slots=True)
 class TileRun:
     """Tiles of equal shape of one tensor, to be written one after the other: the raw
-    bytes of each in turn, and the box of each (int64, a row per tile)."""
+    bytes of each in turn, and the box of each (int64, a row per tile). ``data`` is
+    valid until the next run of the same box is taken (its memory is reused)."""
 
     row: int
     dtype: dtypes.Dtype
@@ -84,11 +84,17 @@ def tile_runs(row: int, dtype: dtypes.Dtype, array: np.ndarray, start: Sequence[
     # Axes of a band reshaped to (grid 0, tile 0, grid 1, tile 1, ...): grid axes first.
     order = [*range(0, 2 * rank, 2), *range(1, 2 * rank, 2)]
     origin = np.asarray(start, dtype=np.int64)
+    # One buffer for every band: a fresh one each time costs the kernel's zeroing of
+    # its pages, as much again as the copy.
+    buffer = np.empty(min(band_rows, grid[0]) * prod(grid[1:]) * prod(tile), dtype.numpy)
     for first in range(0, grid[0], band_rows):
         rows = min(band_rows, grid[0] - first)
         band = array[first * tile[0] : (first + rows) * tile[0]]
         cells = band.reshape([n for g, t in zip([rows, *grid[1:]], tile) for n in (g, t)])
-        data = to_raw(cells.transpose(order), dtype)
+        moved = cells.transpose(order)
+        out = buffer[: moved.size].reshape(moved.shape)
+        np.copyto(out, moved, casting="unsafe")  # to the stored dtype, little-endian
+        data = out.reshape(-1).view(np.uint8).data
         index = np.indices([rows, *grid[1:]]).reshape(rank, -1).T
         index[:, 0] += first
         starts = origin + index * tile_array
