@@ -14,6 +14,7 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
@@ -24,6 +25,22 @@ from ocf.objects.state_file import STATE_FILE_NAME
 TESTS_DIR = Path(__file__).resolve().parent
 # The seed of the SIGKILL tests' random kill moments; printed, and replayed by setting it.
 SEED = int(os.environ.get("OCF_MANAGER_SEED", time.time_ns() % (1 << 32)))
+
+
+def first_line(stream: IO[str]) -> str:
+    """The first line a child process prints, read a byte at a time from the pipe's file
+    descriptor: a buffered ``readline`` may take the lines after it too, and
+    ``Popen.communicate`` reads the descriptor, so it would never see them (a child
+    that printed "ready" and three "saved" lines before the test read then seemed to
+    have saved from the fourth on)."""
+    fd = stream.fileno()
+    line = bytearray()
+    while not line.endswith(b"\n"):
+        byte = os.read(fd, 1)
+        if not byte:
+            break
+        line += byte
+    return line.decode()
 
 
 class ArrayCheckpoint:

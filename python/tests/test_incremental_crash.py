@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 from incremental_support import TESTS_DIR, assert_root_consistent
-from manager_support import SEED
+from manager_support import SEED, first_line
 
 import ocf
 
@@ -64,7 +64,7 @@ def _run_child(directory: Path, count: int, kill_after: float | None) -> tuple[i
                              text=True)
     try:
         assert child.stdout is not None
-        ready = child.stdout.readline().split()
+        ready = first_line(child.stdout).split()
         assert ready[:1] == ["ready"], child.communicate()[1]
         if kill_after is not None:
             time.sleep(kill_after)

@@ -30,6 +30,7 @@ from manager_support import (
     SEED,
     TESTS_DIR,
     assert_holds,
+    first_line,
 )
 from strace_support import needs_strace, traced_calls
 
@@ -75,7 +76,7 @@ def _run_child(directory: Path, keep: int, count: int,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert child.stdout is not None
-        ready = child.stdout.readline().split()
+        ready = first_line(child.stdout).split()
         assert ready[:1] == ["ready"], child.communicate()[1]
         if kill_after is not None:
             time.sleep(kill_after)

@@ -26,7 +26,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cli_support import run, run_json
-from manager_support import SEED, TESTS_DIR, ArrayCheckpoint, assert_holds, values_for
+from manager_support import (
+    SEED,
+    TESTS_DIR,
+    ArrayCheckpoint,
+    assert_holds,
+    first_line,
+    values_for,
+)
 
 import ocf
 from ocf.objects.recovery import RecoveryWarning
@@ -237,7 +244,7 @@ def test_sigkill_with_a_lost_or_damaged_state_file_always_resumes_from_the_newes
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             assert child.stdout is not None
-            ready = child.stdout.readline().split()
+            ready = first_line(child.stdout).split()
             assert ready[:1] == ["ready"], child.communicate()[1]
             assert int(ready[1]) == expected, \
                 f"{context}: resumed from {ready[1]}, not {expected}"
@@ -274,7 +281,7 @@ def _resumed_from(directory: Path) -> int:
                            str(BIG)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True) as child:
         assert child.stdout is not None
-        ready = child.stdout.readline().split()
+        ready = first_line(child.stdout).split()
         child.kill()
         child.communicate()
     assert ready[:1] == ["ready"]

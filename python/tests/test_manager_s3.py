@@ -23,6 +23,7 @@ from manager_support import (
     SEED,
     TESTS_DIR,
     StoreCheckpoint,
+    first_line,
     state_with,
     values_for,
 )
@@ -197,7 +198,7 @@ def test_sigkill_of_a_manager_on_s3_never_loses_the_latest_checkpoint(
                                  env={**os.environ, **s3_server.env})
         try:
             assert child.stdout is not None
-            ready = child.stdout.readline().split()
+            ready = first_line(child.stdout).split()
             assert ready == ["ready", str(latest)], context
             time.sleep(rng.uniform(0.05, 1.0))
             child.send_signal(signal.SIGKILL)
