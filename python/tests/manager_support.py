@@ -12,6 +12,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import IO
@@ -41,6 +45,30 @@ def first_line(stream: IO[str]) -> str:
             break
         line += byte
     return line.decode()
+
+
+def run_saving_child(argv: list[str], kill_after: float | None, timeout: float
+                     ) -> tuple[int, list[int], int, str]:
+    """Run a child that prints ``ready <n>`` then ``saved <n>`` per save; SIGKILL it
+    ``kill_after`` seconds after it is ready. The number it resumed from, the numbers
+    it reported saved (a torn last line reports nothing), its return code and stderr."""
+    child = subprocess.Popen([sys.executable, "-c", *argv], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        ready = first_line(child.stdout).split()
+        assert ready[:1] == ["ready"], child.communicate()[1]
+        if kill_after is not None:
+            time.sleep(kill_after)
+            child.send_signal(signal.SIGKILL)
+        out, err = child.communicate(timeout=timeout)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    saved = [int(m.group(1)) for line in out.splitlines()
+             if (m := re.fullmatch(r"saved (\d+)", line))]
+    return int(ready[1]), saved, child.returncode, err
 
 
 class ArrayCheckpoint:

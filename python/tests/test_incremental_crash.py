@@ -15,17 +15,13 @@ number. The seed is printed; OCF_MANAGER_SEED replays it.
 from __future__ import annotations
 
 import random
-import re
 import signal
-import subprocess
-import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 from incremental_support import TESTS_DIR, assert_root_consistent
-from manager_support import SEED, first_line
+from manager_support import SEED, run_saving_child
 
 import ocf
 
@@ -59,25 +55,10 @@ CHILD = textwrap.dedent("""
 def _run_child(directory: Path, count: int, kill_after: float | None) -> tuple[int, list[int]]:
     """Run the saving child, SIGKILLed ``kill_after`` seconds after it is ready; the
     number it resumed from and the numbers it reported saved."""
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(TESTS_DIR), str(directory),
-                              str(count)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True)
-    try:
-        assert child.stdout is not None
-        ready = first_line(child.stdout).split()
-        assert ready[:1] == ["ready"], child.communicate()[1]
-        if kill_after is not None:
-            time.sleep(kill_after)
-            child.send_signal(signal.SIGKILL)
-        out, err = child.communicate(timeout=120)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-    assert child.returncode in (0, -signal.SIGKILL), err
-    saved = [int(m.group(1)) for line in out.splitlines()
-             if (m := re.fullmatch(r"saved (\d+)", line))]
-    return int(ready[1]), saved
+    resumed, saved, code, err = run_saving_child(
+        [CHILD, str(TESTS_DIR), str(directory), str(count)], kill_after, timeout=120)
+    assert code in (0, -signal.SIGKILL), err
+    return resumed, saved
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")

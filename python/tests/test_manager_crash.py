@@ -18,7 +18,6 @@ import os
 import random
 import re
 import signal
-import subprocess
 import sys
 import textwrap
 import time
@@ -30,7 +29,7 @@ from manager_support import (
     SEED,
     TESTS_DIR,
     assert_holds,
-    first_line,
+    run_saving_child,
 )
 from strace_support import needs_strace, traced_calls
 
@@ -70,29 +69,11 @@ def _run_child(directory: Path, keep: int, count: int,
 
     Returns the save counter it restored and the numbers it reported saved.
     """
-    child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(TESTS_DIR), str(directory), str(BIG), str(count),
-         str(keep)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert child.stdout is not None
-        ready = first_line(child.stdout).split()
-        assert ready[:1] == ["ready"], child.communicate()[1]
-        if kill_after is not None:
-            time.sleep(kill_after)
-            child.send_signal(signal.SIGKILL)
-        out, err = child.communicate(timeout=30)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-    expected = 0 if kill_after is None else -signal.SIGKILL
-    assert child.returncode in (0, expected), err
-    # A kill can land while the child prints: a torn last line ("saved") reports nothing,
-    # and counts as a save not reported (seen once, seed 4160256694, under load).
-    saved = [int(m.group(1)) for line in out.splitlines()
-             if (m := re.fullmatch(r"saved (\d+)", line))]
-    return int(ready[1]), saved
+    resumed, saved, code, err = run_saving_child(
+        [CHILD, str(TESTS_DIR), str(directory), str(BIG), str(count), str(keep)],
+        kill_after, timeout=30)
+    assert code in (0, 0 if kill_after is None else -signal.SIGKILL), err
+    return resumed, saved
 
 
 def _check_after_kill(directory: Path, keep: int, saved: int, previous: int,
