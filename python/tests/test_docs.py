@@ -22,7 +22,8 @@ SOURCE = REPOSITORY / "python" / "src"
 # The modules of the API reference whose __all__ is public API.
 PUBLIC_MODULES = ("ocf", "ocf.numpy", "ocf.torch", "ocf.jax", "ocf.tensorflow", "ocf.keras",
                   "ocf.distributed.parts", "ocf.distributed.torch", "ocf.distributed.dcp",
-                  "ocf.distributed.jax")
+                  "ocf.distributed.jax", "ocf.keras.callbacks", "ocf.lightning",
+                  "ocf.huggingface", "ocf.testing")
 
 
 def public_objects() -> Iterator[tuple[str, griffe.Object]]:

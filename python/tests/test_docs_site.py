@@ -15,7 +15,9 @@ REPOSITORY = Path(__file__).resolve().parents[2]
 PAGES = {"ocf": "api/ocf", "ocf.numpy": "api/numpy", "ocf.torch": "api/torch",
          "ocf.jax": "api/jax", "ocf.tensorflow": "api/tensorflow", "ocf.keras": "api/keras",
          "ocf.distributed.torch": "api/distributed", "ocf.distributed.dcp": "api/dcp",
-         "ocf.distributed.jax": "api/distributed_jax"}
+         "ocf.distributed.jax": "api/distributed_jax", "ocf.keras.callbacks": "api/keras_callbacks",
+         "ocf.lightning": "api/lightning", "ocf.huggingface": "api/huggingface",
+         "ocf.testing": "api/testing"}
 LITERAL_ROLE = re.compile(r":(?:func|meth|class|mod|data|attr|exc):(?:<code>|`)")
 
 

@@ -39,7 +39,13 @@ __all__ = ["SourceTests", "sample_tensors"]
 
 
 def sample_tensors() -> dict[str, np.ndarray]:
-    """What every format can hold: a matrix, a float64 square, an int64 scalar."""
+    """What every format can hold: a matrix, a float64 square, an int64 scalar.
+
+    Examples:
+        >>> tensors = ocf.testing.sample_tensors()
+        >>> sorted(tensors)
+        ['dense/kernel', 'emb', 'step']
+    """
     return {"emb": np.arange(40, dtype=np.float32).reshape(10, 4),
             "dense/kernel": np.eye(3, dtype=np.float64) * 1.5,
             "step": np.array(42, dtype=np.int64)}
@@ -51,7 +57,16 @@ SLICES = ((slice(2, 9, 3), 1), (Ellipsis, slice(1, 3)), -1, (slice(3, 3),),
 
 
 class SourceTests(ABC):
-    """The contract of a Source, checked on a checkpoint :meth:`write` makes."""
+    """The contract of a Source, checked on a checkpoint :meth:`write` makes.
+
+    Examples:
+        >>> class TestNpz(ocf.testing.SourceTests):  # collected by pytest
+        ...     format_name = "npz"
+        ...
+        ...     def write(self, tensors, directory):
+        ...         np.savez(directory / "weights.npz", **tensors)
+        ...         return directory / "weights.npz"
+    """
 
     #: The Source's ``format_name`` ("safetensors", "TensorFlow", ...).
     format_name: str

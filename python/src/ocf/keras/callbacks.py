@@ -33,6 +33,8 @@ from ocf.objects.manager import CheckpointManager
 from ocf.objects.state_file import latest_checkpoint
 from ocf.objects.tracking import Variable
 
+__all__ = ["ModelCheckpoint", "restore_latest"]
+
 EPOCHS = "epochs_done"
 
 
@@ -51,6 +53,11 @@ class ModelCheckpoint(keras.callbacks.Callback):  # type: ignore[misc]
     latest checkpoint and the best ones by it (``mode`` ``"min"`` or
     ``"max"``). ``blocking=False`` writes in the background while training
     goes on; the last write is waited for when training ends.
+
+    Examples:
+        >>> from ocf.keras.callbacks import ModelCheckpoint
+        >>> model.fit(x, y, epochs=10, validation_split=0.2,
+        ...           callbacks=[ModelCheckpoint("run", monitor="val_loss", max_to_keep=2)])
     """
 
     def __init__(self, directory: str | os.PathLike[str], *, max_to_keep: int | None = 5,
@@ -126,6 +133,11 @@ def restore_latest(directory: str | os.PathLike[str], model: Any, *,
 
     An optimizer that has not built its variables yet builds them first, so
     the restore is strict: every value finds its variable, or nothing changes.
+
+    Examples:
+        >>> from ocf.keras.callbacks import ModelCheckpoint, restore_latest
+        >>> done = restore_latest("run", model)  # epochs done by the newest checkpoint
+        >>> model.fit(x, y, epochs=10, initial_epoch=done, callbacks=[ModelCheckpoint("run")])
     """
     path = latest_checkpoint(directory, storage_options)
     if path is None:

@@ -16,6 +16,12 @@ class RandomStates(Callback):
     the checkpoint's ``callbacks`` entry holds the generators' states as they
     were at the save, and a resume sets them back before training goes on.
     CUDA generators are included when CUDA is available.
+
+    Examples:
+        >>> from lightning.pytorch import Trainer
+        >>> from ocf.lightning import OCFCheckpointIO, RandomStates
+        >>> trainer = Trainer(plugins=[OCFCheckpointIO()], callbacks=[RandomStates()])
+        >>> trainer.fit(model, ckpt_path="last")  # resumes the generators too
     """
 
     def state_dict(self) -> dict[str, Any]:
