@@ -54,10 +54,17 @@ def test_the_guides_include_the_troubleshooting_pages() -> None:
     assert sum(page.startswith("troubleshooting/") for page in PAGES) >= 8
 
 
-def test_a_guide_needing_an_absent_framework_is_told_apart_from_a_broken_import() -> None:
-    code = "import json\nimport torch.nn as nn\nfrom flax import nnx\nimport no_such_module\n"
-    assert imported_packages(code) == {"json", "torch", "flax", "no_such_module"}
-    assert "no_such_module" not in missing_frameworks(code)  # not optional: it fails the run
+def test_a_guide_needing_an_absent_framework_is_told_apart_from_a_broken_import(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    code = ("import json\nimport torch.nn as nn\nfrom flax import nnx\n"
+            "import absent_framework.sub\nimport no_such_module\n")
+    assert imported_packages(code) == {"json", "torch", "flax", "absent_framework",
+                                       "no_such_module"}
+    monkeypatch.setattr(sys.modules[__name__], "OPTIONAL", OPTIONAL | {"absent_framework"})
+    # An optional framework that is not installed skips the page; a module that is
+    # not optional is never a reason to skip: its import fails the run.
+    assert "absent_framework" in missing_frameworks(code)
+    assert "no_such_module" not in missing_frameworks(code)
 
 
 @pytest.mark.parametrize("page", PAGES)
