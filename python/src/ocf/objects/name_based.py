@@ -61,9 +61,9 @@ class Saver:
         :func:`ocf.numpy.save_file`.
         """
         target = os.fspath(path) + ("" if global_step is None else f"-{int(global_step)}")
-        write_arrays(self.var_list, target, metadata=metadata, layout=layout,
-                     compression=compression, blocking=blocking,
-                     storage_options=storage_options, options=options)
+        write_arrays(self.var_list, target, metadata=metadata, blocking=blocking,
+                     options={"layout": layout, "compression": compression,
+                              "storage_options": storage_options, **options})
         return target
 
     def restore(self, path: str | os.PathLike[str], *, verify: bool = True,
