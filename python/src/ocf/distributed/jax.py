@@ -31,7 +31,7 @@ import jax
 import numpy as np
 from jax.experimental import multihost_utils
 
-from ocf.distributed.parts import PartWriter, Slice, merge_parts, new_save_id
+from ocf.distributed.parts import LocalBox, PartWriter, merge_parts, new_save_id
 from ocf.distributed.resharding import RESHARD_CHUNK_SIZE, RESHARD_TILE_BYTES
 from ocf.format.argument_order import check_object_then_path
 from ocf.format.errors import InvalidError
@@ -134,25 +134,25 @@ def _write_part(path: str | os.PathLike[str], tree: Any, me: int, count: int, sa
         for leaf_path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
             key = leaf_key(leaf_path)
             for box in _boxes(key, leaf, me):
-                if isinstance(box, Slice):
+                if isinstance(box, LocalBox):
                     writer.write_slice(key, np.asarray(box.value), box.start, box.shape)
                 else:
                     writer.write(key, box)
 
 
-def _boxes(key: str, leaf: Any, me: int) -> list[Slice | np.ndarray]:
+def _boxes(key: str, leaf: Any, me: int) -> list[LocalBox | np.ndarray]:
     """What this process stores of ``leaf``: its replica-0 shards of a jax.Array, or the
     whole value on process 0 for anything else."""
     if not isinstance(leaf, jax.Array):
         return [np.asarray(leaf)] if me == 0 else []
     if leaf.is_fully_replicated:
         return [np.asarray(leaf.addressable_shards[0].data)] if me == 0 else []
-    boxes: list[Slice | np.ndarray] = []
+    boxes: list[LocalBox | np.ndarray] = []
     for shard in leaf.addressable_shards:
         if shard.replica_id != 0:
             continue
         start = tuple(s.indices(n)[0] for s, n in zip(shard.index, leaf.shape))
-        boxes.append(Slice(np.asarray(shard.data), start, tuple(leaf.shape)))
+        boxes.append(LocalBox(np.asarray(shard.data), start, tuple(leaf.shape)))
     return boxes
 
 

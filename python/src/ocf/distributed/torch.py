@@ -2,7 +2,7 @@
 
 :func:`save` is collective: every rank of the process group writes its part
 of one checkpoint into a directory that all ranks see (the tensors it owns
-whole, and its boxes of partitioned tensors as :class:`ocf.distributed.parts.Slice`),
+whole, and its boxes of partitioned tensors as :class:`ocf.distributed.parts.LocalBox`),
 rank 0 merges once every rank reports its part written, and every rank
 returns only when the checkpoint is committed, or raises the same error
 when it is not. No tensor travels between ranks; only a save id and small
@@ -31,7 +31,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
-from ocf.distributed.parts import Slice, merge_parts, new_save_id, write_part
+from ocf.distributed.parts import LocalBox, merge_parts, new_save_id, write_part
 from ocf.distributed.resharding import RESHARD_CHUNK_SIZE, RESHARD_TILE_BYTES
 from ocf.format.argument_order import check_object_then_path
 from ocf.format.errors import ERROR_CLASSES, Category, InvalidError, OCFError
@@ -86,7 +86,7 @@ def save(tensors: Mapping[str, object], path: str | os.PathLike[str], *,
 
     Call on every rank of ``group`` with the same ``path``. Values are
     tensors or arrays (stored whole, owned by this rank alone),
-    :class:`ocf.distributed.parts.Slice` boxes of tensors partitioned across ranks,
+    :class:`ocf.distributed.parts.LocalBox` boxes of tensors partitioned across ranks,
     or DTensors (FSDP2's parameters and optimizer states, tensor parallel
     shards: each rank stores its local shard as a box of the global tensor;
     of replicas, only the rank at coordinate 0 of the replicated mesh
@@ -102,7 +102,7 @@ def save(tensors: Mapping[str, object], path: str | os.PathLike[str], *,
     refuses the parts; the checkpoint is then not committed.
 
     Examples:
-        >>> rows = Slice(table_rows, start=(4 * rank, 0), shape=(8, 5))
+        >>> rows = LocalBox(table_rows, start=(4 * rank, 0), shape=(8, 5))
         >>> ocf.distributed.torch.save({"table": rows, "step": step}, "ckpt")  # collective
     """
     check_object_then_path("ocf.distributed.torch.save", tensors, path, first_name="tensors")
@@ -291,8 +291,8 @@ def _from_rank_0(value: object, group: dist.ProcessGroup | None) -> Any:
 
 
 def _numpy(key: str, value: object) -> object:
-    """Torch tensors (whole or as a Slice's value) as NumPy arrays, sharing memory; a
-    DTensor as the Slice of the global tensor this rank holds, or None when another
+    """Torch tensors (whole or as a LocalBox's value) as NumPy arrays, sharing memory; a
+    DTensor as the LocalBox of the global tensor this rank holds, or None when another
     rank holds the same replica, or when this rank's shard holds no element (the other
     ranks' shards hold them all). A DTensor without elements is stored whole, once: by
     the rank at coordinate 0 of every mesh dimension."""
@@ -306,12 +306,12 @@ def _numpy(key: str, value: object) -> object:
         if box is None or not _writes_replica(value):
             return None
         start, _ = box
-        return Slice(to_numpy(value.to_local(), key), start, tuple(value.shape))
-    if isinstance(value, Slice) and isinstance(value.value, torch.Tensor):
-        return Slice(to_numpy(value.value, key), value.start, value.shape)
+        return LocalBox(to_numpy(value.to_local(), key), start, tuple(value.shape))
+    if isinstance(value, LocalBox) and isinstance(value.value, torch.Tensor):
+        return LocalBox(to_numpy(value.value, key), value.start, value.shape)
     if isinstance(value, torch.Tensor):
         return to_numpy(value, key)
-    if isinstance(value, (Slice, np.ndarray)):
+    if isinstance(value, (LocalBox, np.ndarray)):
         return value
     return np.asarray(value)
 
