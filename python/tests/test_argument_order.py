@@ -25,6 +25,7 @@ import ocf.jax
 import ocf.numpy
 import ocf.torch
 from ocf.format.save_options import WriteOptions
+from ocf.torch.state_trees import save_tree
 
 ORDER = "the object comes first and the path second"
 
@@ -48,6 +49,7 @@ SAVES: list[tuple[str, Callable[..., object], Callable[[], object]]] = [
     ("ocf.jax.save_file", ocf.jax.save_file, state),
     ("ocf.jax.save", ocf.jax.save, state),
     ("ocf.write", ocf.write, state),
+    ("save_tree", save_tree, lambda: {"optimizer": {"step": 3}}),
     ("ocf.distributed.torch.save", ocf.distributed.torch.save, tensors),
     ("ocf.distributed.jax.save", ocf.distributed.jax.save, state),
 ]

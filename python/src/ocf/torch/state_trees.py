@@ -64,10 +64,10 @@ def save_tree(tree: object, path: str | os.PathLike[str],
     Examples:
         >>> save_tree({"model": net.state_dict(), "optimizer": opt.state_dict()}, "state.ocf")
     """
+    check_object_then_path("save_tree", tree, path, first_name="tree")
     arrays: dict[str, np.ndarray] = {}
     structure = _encode(tree, [], arrays)
     entries = {**(metadata or {}), STRUCTURE_KEY: structure}
-    check_object_then_path("save_tree", tree, path, first_name="tree")
     return ocf_numpy.save_file(arrays, path, entries, blocking=blocking, **options)
 
 
