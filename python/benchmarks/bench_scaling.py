@@ -111,9 +111,9 @@ def _torch_save(job: dict[str, Any], rank: int, world: int) -> list[float]:
         elif job["system"] == "raw-s3":
             _put_parallel(job, f"{job['url']}/{n}/{rank}.bin", local.values())
         elif job["system"] == "ocf":
-            ocf_torch.save(target, state)
+            ocf_torch.save(state, target)
         elif job["system"] == "ocf-s3":
-            ocf_torch.save(f"{job['url']}/{n}", state, storage_options=job["storage_options"])
+            ocf_torch.save(state, f"{job['url']}/{n}", storage_options=job["storage_options"])
         elif job["system"] == "dcp":
             dcp.save(state, checkpoint_id=target)
         elif job["system"] == "ocf-dcp":
@@ -182,7 +182,7 @@ def _torch_load(job: dict[str, Any], rank: int, world: int) -> list[float]:
         dist.barrier()
         start, start_cpu = time.perf_counter(), time.process_time()
         if job["system"] == "ocf-load":
-            read = ocf_torch.load_into(job["source"], state)
+            read = ocf_torch.load_into(state, job["source"])
         else:
             dcp.load(state, checkpoint_id=job["source"])
         times.append(time.perf_counter() - start)
@@ -221,7 +221,7 @@ def _jax_worker(job: dict[str, Any], rank: int, world: int) -> list[float]:
             checkpointer.save(target, tree)
             checkpointer.wait_until_finished()
         else:
-            ocf_jax.save(target, tree)
+            ocf_jax.save(tree, target)
         times.append(time.perf_counter() - start)
         cpu.append(time.process_time() - start_cpu)
         multihost_utils.sync_global_devices(f"end {n}")

@@ -90,10 +90,10 @@ class StallsUntilKilled:
 
 
 def save(job: dict[str, Any], rank: int, world: int) -> dict[str, Any]:
-    distributed.save_numbered(job["directory"], 1, owned(rank, world),
+    distributed.save_numbered(owned(rank, world), job["directory"], 1,
                               metadata={"step": 1, "world": world})
     if job.get("url"):
-        distributed.save_numbered(job["url"].rsplit("/", 1)[0], 1, owned(rank, world),
+        distributed.save_numbered(owned(rank, world), job["url"].rsplit("/", 1)[0], 1,
                                   metadata={"step": 1}, storage_options=job["storage_options"])
     return {"saved": True}
 
@@ -112,7 +112,7 @@ def subgroup(job: dict[str, Any], rank: int, world: int) -> dict[str, Any]:
     if rank != 0:
         tensors: dict[str, object] = {"x": np.ones(3)} if rank == 1 else {"y": FailsToConvert()}
         try:
-            distributed.save(job["directory"], tensors, group=group)
+            distributed.save(tensors, job["directory"], group=group)
         except Exception as exc:
             result = {"error": type(exc).__name__, "message": str(exc)}
     dist.barrier()  # rank 0 hosts the rendezvous store: it stays until the save is done
@@ -143,7 +143,7 @@ def load(job: dict[str, Any], rank: int, world: int, out: Path) -> dict[str, Any
 
 
 def die(job: dict[str, Any], rank: int, world: int) -> dict[str, Any]:
-    distributed.save_numbered(job["directory"], 1, owned(rank, world))
+    distributed.save_numbered(owned(rank, world), job["directory"], 1)
     tensors = owned(rank, world, version=2)
     if rank == job["victim"]:
         # 4 MiB go to the shard file first (above the writer's 1 MiB gathering), then
@@ -155,7 +155,7 @@ def die(job: dict[str, Any], rank: int, world: int) -> dict[str, Any]:
                    "victim/stall": Slice(StallsUntilKilled(Path(job["ready"])), (0,), (1,)),
                    **tensors}
     try:
-        distributed.save_numbered(job["directory"], 2, tensors)
+        distributed.save_numbered(tensors, job["directory"], 2)
     except Exception as exc:
         return {"error": type(exc).__name__, "message": str(exc)}
     return {"error": None}

@@ -51,7 +51,7 @@ def save(job: dict[str, Any], rank: int, world: int) -> dict[str, Any]:
     mesh = init_device_mesh("cpu", (2, world // 2))
     state = {key: distribute_tensor(value, mesh, SAVED[key])
              for key, value in global_tensors().items()}
-    distributed.save(job["path"], state)
+    distributed.save(state, job["path"])
     return {}
 
 
@@ -60,7 +60,7 @@ def load(job: dict[str, Any], rank: int, world: int) -> dict[str, Any]:
     expected = global_tensors()
     state = {key: distribute_tensor(torch.zeros_like(value), mesh, LOADED[key])
              for key, value in expected.items()}
-    read = distributed.load_into(job["path"], state)
+    read = distributed.load_into(state, job["path"])
     equal = {key: bool(torch.equal(state[key].full_tensor(), expected[key])) for key in state}
     held = sum(t.to_local().numel() * t.to_local().element_size() for t in state.values())
     return {"equal": equal, "bytes_read": read, "bytes_held": held}

@@ -58,7 +58,7 @@ def save(job: dict[str, Any], mesh: Mesh) -> dict[str, Any]:
     tree = jax.tree.map(lambda value, sharding: jax.make_array_from_callback(
         value.shape, sharding, lambda index: value[index]), global_tree(),
         shardings(mesh, SAVED))
-    distributed.save(job["path"], tree)
+    distributed.save(tree, job["path"])
     return {}
 
 

@@ -195,10 +195,10 @@ def command_train() -> dict[str, Any]:
     facts["renamed_error"] = failure(lambda: ocf.Checkpoint(model=renamed,
                                                             optimizer=renamed_opt).restore(adam))
     facts["renamed_restored"] = same(values(renamed, renamed_opt), at_save)
-    state_path = ocf.keras.save(OUT / "state.ocf", {"model": renamed, "optimizer": renamed_opt})
+    state_path = ocf.keras.save({"model": renamed, "optimizer": renamed_opt}, OUT / "state.ocf")
     again, again_opt = compiled("adam", seed=9)
     facts["keras_restore_error"] = failure(
-        lambda: ocf.keras.restore(state_path, {"model": again, "optimizer": again_opt}))
+        lambda: ocf.keras.restore({"model": again, "optimizer": again_opt}, state_path))
     facts["keras_restore_same"] = same(values(again, again_opt), at_save)
     return facts
 

@@ -98,13 +98,13 @@ def targets(mesh: Mesh, specs: dict[str, P]) -> dict[str, Any]:
 def save(job: dict[str, Any], mesh: Mesh) -> dict[str, Any]:
     _, tree = steps(placed(mesh, SAVED, initial_tree()), SAVE_AT)
     specs = {key: str(value.sharding.spec) for key, value in tree.items()}
-    distributed.save(job["path"], tree)
+    distributed.save(tree, job["path"])
     full = {key: np.asarray(multihost_utils.process_allgather(value, tiled=True))
             for key, value in tree.items()}
     if jax.process_index() == 0:
         np.savez("saved.npz", **full)
     uninterrupted, _ = steps(tree, AFTER)
-    resumed, _ = steps(distributed.restore(job["path"], targets(mesh, SAVED)), AFTER)
+    resumed, _ = steps(distributed.restore(targets(mesh, SAVED), job["path"]), AFTER)
     return {"uninterrupted": uninterrupted, "resumed": resumed, "specs": specs}
 
 
@@ -112,7 +112,7 @@ def restore(job: dict[str, Any], mesh: Mesh) -> dict[str, Any]:
     dtypes = {key: value.dtype for key, value in initial_tree().items()}
     with np.load(job["saved"]) as data:  # bfloat16 comes back as raw 2-byte items
         expected = {key: data[key].view(dtypes[key]) for key in data.files}
-    restored = distributed.restore(job["path"], targets(mesh, RESTORED))
+    restored = distributed.restore(targets(mesh, RESTORED), job["path"])
     equal = {}
     for key, array in restored.items():
         equal[key] = array.shape == expected[key].shape and array.dtype == expected[key].dtype \

@@ -207,13 +207,13 @@ def save_torch(path: str, parallel: Parallel) -> None:
     plain tensor (AdamW's step, the same on every rank) by rank 0 alone."""
     tensors = {key: value for key, value in flat_tensors(parallel.state()).items()
                if isinstance(value, DTensor) or dist.get_rank() == 0}
-    distributed.save(path, tensors)
+    distributed.save(tensors, path)
 
 
 def load(path: str, parallel: Parallel) -> None:
     target = parallel.state()
     if path.endswith("-torch"):
-        distributed.load_into(path, flat_tensors(target))
+        distributed.load_into(flat_tensors(target), path)
     else:
         dcp.load(target, storage_reader=StorageReader(path))
     parallel.set_state(target)
@@ -299,9 +299,10 @@ def save_edges(world: int) -> dict[str, Any]:
     state = {key: value for key, value in edge_state(EDGE_SAVED, empty=False).items()
              if not key.startswith("stage") or key == f"stage{rank}.weight"}
     dcp.save(state, storage_writer=StorageWriter(f"edges-w{world}"))
-    distributed.save(f"edges-w{world}-torch", {  # a plain tensor by the one rank it is of
+    distributed.save({  # a plain tensor by the one rank it is of
         key: value for key, value in state.items()
-        if isinstance(value, DTensor) or key.startswith("stage") or rank == 0})
+        if isinstance(value, DTensor) or key.startswith("stage") or rank == 0},
+        f"edges-w{world}-torch")
     return {"empty": sorted(key for key, value in state.items()
                             if isinstance(value, DTensor) and value.to_local().numel() == 0)}
 
@@ -311,7 +312,7 @@ def load_edges(checkpoint: str) -> dict[str, bool]:
     each equals its value."""
     state = edge_state(EDGE_LOADED, empty=True)
     if checkpoint.endswith("-torch"):
-        distributed.load_into(checkpoint, state)
+        distributed.load_into(state, checkpoint)
     else:
         dcp.load(state, storage_reader=StorageReader(checkpoint))
     expected = edge_tensors()

@@ -202,17 +202,17 @@ def arrays_of(state: Any, adapter: Adapter) -> dict[str, np.ndarray]:
 def test_save_then_restore_gives_the_target_the_saved_values(adapter: Adapter,
                                                              tmp_path: Path) -> None:
     path = tmp_path / "state.ocf"
-    assert adapter.module.save(path, state_of(adapter, 2.0), {"step": 3}) == str(path)
+    assert adapter.module.save(state_of(adapter, 2.0), path, {"step": 3}) == str(path)
     with ocf.open(path) as reader:
         assert reader.metadata == {"step": 3}
     target = state_of(adapter, 0.0)
-    restored = adapter.restored(adapter.module.restore(path, target), target)
+    restored = adapter.restored(adapter.module.restore(target, path), target)
     assert_same(arrays_of(restored, adapter), arrays_of(state_of(adapter, 2.0), adapter))
 
 
 def test_save_takes_the_options_of_save_file(adapter: Adapter, tmp_path: Path) -> None:
     path = tmp_path / "state"
-    handle = adapter.module.save(path, state_of(adapter, 1.0), layout="directory",
+    handle = adapter.module.save(state_of(adapter, 1.0), path, layout="directory",
                                  compression="zstd", blocking=False)
     assert isinstance(handle, ocf.SaveHandle)
     handle.wait()
@@ -223,11 +223,11 @@ def test_save_takes_the_options_of_save_file(adapter: Adapter, tmp_path: Path) -
 
 def test_restore_is_strict_unless_partial(adapter: Adapter, tmp_path: Path) -> None:
     path = tmp_path / "state.ocf"
-    adapter.module.save(path, state_of(adapter, 2.0))
+    adapter.module.save(state_of(adapter, 2.0), path)
     bigger = {**state_of(adapter, 0.0), "extra": adapter.tensor(np.zeros(2, np.float32))}
     with pytest.raises(ocf.OCFError, match=r"state\.ocf.*'extra'"):
-        adapter.module.restore(path, bigger)
-    result = adapter.module.restore(path, bigger, partial=True)
+        adapter.module.restore(bigger, path)
+    result = adapter.module.restore(bigger, path, partial=True)
     restored = adapter.restored(result, bigger)
     assert adapter.array(restored["layer"]["w"]).tolist() == (values()["w"] * 2).tolist()
     assert adapter.array(restored["extra"]).tolist() == [0.0, 0.0]
@@ -237,11 +237,11 @@ def test_a_corrupt_value_fails_the_restore_before_the_target_changes(
         adapter: Adapter, tmp_path: Path) -> None:
     # layer/w is read last (breadth-first), after bias: the failure comes before any copy.
     path = tmp_path / "state.ocf"
-    adapter.module.save(path, state_of(adapter, 2.0))
+    adapter.module.save(state_of(adapter, 2.0), path)
     corrupt_tensor(path, "layer/w/.value")
     target = state_of(adapter, 0.0)
     with pytest.raises(ocf.IntegrityError) as caught:
-        adapter.module.restore(path, target)
+        adapter.module.restore(target, path)
     assert (caught.value.key, caught.value.path) == ("layer/w/.value", str(path))
     assert_same(arrays_of(target, adapter), arrays_of(state_of(adapter, 0.0), adapter))
 
@@ -250,9 +250,9 @@ def test_restore_reads_an_object_store_through_storage_options(
         adapter: Adapter, s3_server: S3Server, s3_bucket: str) -> None:
     url = f"{s3_bucket}/state.ocf"
     options = s3_server.storage_options
-    adapter.module.save(url, state_of(adapter, 3.0), storage_options=options)
+    adapter.module.save(state_of(adapter, 3.0), url, storage_options=options)
     target = state_of(adapter, 0.0)
-    result = adapter.module.restore(url, target, storage_options=options)
+    result = adapter.module.restore(target, url, storage_options=options)
     assert_same(arrays_of(adapter.restored(result, target), adapter),
                 arrays_of(state_of(adapter, 3.0), adapter))
 

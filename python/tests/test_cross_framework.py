@@ -110,7 +110,7 @@ def test_torch_weights_restored_into_flax_give_the_same_outputs(
     model = FlaxNet()
     nhwc = jnp.asarray(inputs(1).transpose(0, 2, 3, 1))
     target = jax.eval_shape(model.init, jax.random.PRNGKey(0), nhwc)["params"]
-    params = ocf.jax.restore(path, target, start="model", translation=ocf.jax.TORCH_TO_FLAX)
+    params = ocf.jax.restore(target, path, start="model", translation=ocf.jax.TORCH_TO_FLAX)
     assert params["fc1"]["kernel"].shape == (144, 16)  # torch's (16, 144), transposed
     assert params["conv"]["kernel"].shape == (3, 3, 1, 4)  # torch's (4, 1, 3, 3)
     np.testing.assert_allclose(np.asarray(model.apply({"params": params}, nhwc)), expected,
@@ -140,7 +140,7 @@ def test_sequential_torch_model_restores_into_flax_default_names_by_a_rename(
     x = np.random.default_rng(2).normal(size=(4, 6)).astype(np.float32)
     target = jax.eval_shape(MLP().init, jax.random.PRNGKey(0), x)["params"]
     translation = ocf.jax.TORCH_TO_FLAX.rename({"Dense_0": "0", "Dense_1": "2"})
-    params = ocf.jax.restore(path, target, start="model", translation=translation)
+    params = ocf.jax.restore(target, path, start="model", translation=translation)
     with torch.no_grad():
         expected = net(torch.from_numpy(x)).numpy()
     np.testing.assert_allclose(np.asarray(MLP().apply({"params": params}, x)), expected,
@@ -153,7 +153,7 @@ def test_without_the_layout_the_transposed_kernel_is_reported(
     target = {"fc2": {"weight": jax.ShapeDtypeStruct((16, 3), jnp.float32)}}
     with pytest.raises(ocf.InvalidError, match=r"'fc2/weight' is float32 \[16, 3\], the "
                        r"checkpoint holds float32 \[3, 16\]"):
-        ocf.jax.restore(path, target, start="model", partial=True)
+        ocf.jax.restore(target, path, start="model", partial=True)
 
 
 # -- JAX/Flax -> PyTorch ---------------------------------------------------------------
@@ -178,7 +178,7 @@ def trained_in_flax(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, np.n
         grads = jax.grad(loss)(params, nhwc(inputs(200 + step)))
         updates, opt_state = tx.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
-    path = ocf.jax.save(tmp_path_factory.mktemp("flax") / "ckpt.ocf", params,
+    path = ocf.jax.save(params, tmp_path_factory.mktemp("flax") / "ckpt.ocf",
                         translation=ocf.jax.FLAX_TO_TORCH)
     return path, np.asarray(model.apply({"params": params}, nhwc(inputs(1))))
 
@@ -214,7 +214,7 @@ def test_sequential_flax_model_saved_for_torch_by_a_rename(tmp_path: Path) -> No
     x = np.random.default_rng(4).normal(size=(4, 6)).astype(np.float32)
     params = MLP().init(jax.random.PRNGKey(5), x)["params"]
     translation = ocf.jax.FLAX_TO_TORCH.rename({"Dense_0": "0", "Dense_1": "2"})
-    path = ocf.jax.save(tmp_path / "mlp.ocf", params, translation=translation)
+    path = ocf.jax.save(params, tmp_path / "mlp.ocf", translation=translation)
     net = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
     status = ocf.restore(net, path)
     assert status.unmatched_checkpoint_paths() == []
@@ -230,7 +230,7 @@ def test_a_layout_rule_without_the_saving_conversion_is_refused_on_save(tmp_path
     params = {"fc": {"kernel": np.zeros((2, 3), np.float32)}}
     with pytest.raises(ocf.InvalidError, match="'fc/kernel': the translation's rule for 'kernel' "
                                                "converts only on restore"):
-        ocf.jax.save(tmp_path / "x.ocf", params, translation=restore_only)
+        ocf.jax.save(params, tmp_path / "x.ocf", translation=restore_only)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -250,13 +250,13 @@ def test_adam_state_moves_from_torch_to_optax_and_the_next_step_agrees(tmp_path:
     optimizer = torch.optim.Adam(net.parameters(), lr=1e-2)
     for step in range(5):
         torch_adam_step(net, optimizer, inputs(100 + step))
-    path = ocf.torch.save(tmp_path / "ckpt.ocf", {"model": net, "optimizer": optimizer})
+    path = ocf.torch.save({"model": net, "optimizer": optimizer}, tmp_path / "ckpt.ocf")
 
     model, tx = FlaxNet(), optax.adam(1e-2)  # torch's Adam defaults: b1, b2, eps equal
     params = jax.eval_shape(model.init, jax.random.PRNGKey(0), nhwc(inputs(1)))["params"]
     target = {"params": params, "opt_state": jax.eval_shape(tx.init, params)}
     translation = ocf.jax.TORCH_TO_FLAX.rename({"params": "model", "opt_state": "optimizer"})
-    state = ocf.jax.restore(path, target, translation=translation)
+    state = ocf.jax.restore(target, path, translation=translation)
     adam = state["opt_state"][0]
     assert int(adam.count) == 5
     # mu is torch's exp_avg, laid out as the kernel is
@@ -286,10 +286,10 @@ def test_torch_step_counts_that_differ_between_parameters_are_refused(tmp_path: 
             net.bias.grad = None
         optimizer.step()
         optimizer.zero_grad()
-    path = ocf.torch.save(tmp_path / "ckpt.ocf", {"model": net, "optimizer": optimizer})
+    path = ocf.torch.save({"model": net, "optimizer": optimizer}, tmp_path / "ckpt.ocf")
     params = {"kernel": jax.ShapeDtypeStruct((2, 1), jnp.float32),
               "bias": jax.ShapeDtypeStruct((1,), jnp.float32)}
     target = {"params": params, "opt_state": jax.eval_shape(optax.adam(1e-2).init, params)}
     translation = ocf.jax.TORCH_TO_FLAX.rename({"params": "model", "opt_state": "optimizer"})
     with pytest.raises(ocf.InvalidError, match=r"step counts differ \((2.0 and 1.0|1.0 and 2.0)\)"):
-        ocf.jax.restore(path, target, translation=translation, partial=True)
+        ocf.jax.restore(target, path, translation=translation, partial=True)

@@ -71,7 +71,7 @@ ENTRY_POINTS = {
         with ocf.numpy.open(PATH) as opened:
             got("ocf.numpy.open", opened.read_tensor("dense/kernel"))
         state = {"emb": _np.zeros((10, 4), _np.float32)}
-        ocf.numpy.restore(PATH, state, partial=True,
+        ocf.numpy.restore(state, PATH, partial=True,
                           name_map=lambda n: n.removesuffix("/.value"))
         got("ocf.numpy.restore", state["emb"])
     """,
@@ -89,7 +89,7 @@ ENTRY_POINTS = {
         ocf.torch.load_model(loaded, PATH, strict=False)
         got("ocf.torch.load_model", loaded.state_dict()["dense/kernel"].numpy())
         restored = model()
-        ocf.torch.restore(PATH, restored, partial=True,
+        ocf.torch.restore(restored, PATH, partial=True,
                           name_map=lambda n: n.replace("%2F", "/").removesuffix("/.value"))
         got("ocf.torch.restore", restored.state_dict()["emb"].detach().numpy())
     """,

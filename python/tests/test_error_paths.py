@@ -41,7 +41,7 @@ def flat(directory: Path) -> Path:
 
 
 def objects(directory: Path) -> Path:
-    return Path(ocf.numpy.save(directory / "objects.ocf", {"w": np.arange(4.0)}))
+    return Path(ocf.numpy.save({"w": np.arange(4.0)}, directory / "objects.ocf"))
 
 
 def truncated(directory: Path) -> None:
@@ -61,8 +61,8 @@ def corrupted(directory: Path) -> None:
 
 
 def torch_shape(directory: Path) -> None:
-    path = ocf.torch.save(directory / "t.ocf", {"w": torch.zeros(3)})
-    ocf.torch.restore(path, {"w": torch.zeros(4)})
+    path = ocf.torch.save({"w": torch.zeros(3)}, directory / "t.ocf")
+    ocf.torch.restore({"w": torch.zeros(4)}, path)
 
 
 def state_file(text: str) -> Callable[[Path], Path]:
@@ -89,11 +89,11 @@ CASES = [
          torch_shape),
     Case("restore into a target with a leftover", ocf.RestoreMismatchError, AssertionError,
          "objects.ocf",
-         lambda d: ocf.numpy.restore(objects(d), {"w": np.zeros(4), "x": np.zeros(1)})),
+         lambda d: ocf.numpy.restore({"w": np.zeros(4), "x": np.zeros(1)}, objects(d))),
     Case("restore a dtype that differs", ocf.InvalidError, ValueError, "objects.ocf",
          lambda d: ocf.restore({"w": np.zeros(4, np.float32)}, objects(d))),
     Case("jax: restore a shape that differs", ocf.InvalidError, ValueError, "objects.ocf",
-         lambda d: ocf.jax.restore(objects(d), {"w": jnp.zeros(5)})),
+         lambda d: ocf.jax.restore({"w": jnp.zeros(5)}, objects(d))),
     Case("Saver: restore a shape that differs", ocf.InvalidError, ValueError, "flat.ocf",
          lambda d: ocf.Saver({"w": np.zeros(5, np.float32)}).restore(flat(d))),
     Case("a state file that is not JSON", ocf.MalformedError, ValueError, "checkpoint.json",

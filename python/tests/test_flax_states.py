@@ -53,12 +53,12 @@ def test_a_fresh_train_state_takes_the_step_a_jitted_update_made_an_array(
         tmp_path: Path) -> None:
     state = trained(fresh_state(optax.adam(1e-2)), 10)
     assert isinstance(state.step, jax.Array)  # the jitted update turned 0 into an array
-    path = ocf.jax.save(tmp_path / "ts.ocf", state)
+    path = ocf.jax.save(state, tmp_path / "ts.ocf")
 
     fresh = fresh_state(optax.adam(1e-2), seed=1)
     assert fresh.step == 0
     assert isinstance(fresh.step, int)
-    restored = ocf.jax.restore(path, fresh)
+    restored = ocf.jax.restore(fresh, path)
     assert restored.step == 10
     assert isinstance(restored.step, int)  # the target's kind of leaf
     assert_trees_equal(restored.params, state.params)
@@ -66,23 +66,23 @@ def test_a_fresh_train_state_takes_the_step_a_jitted_update_made_an_array(
 
 
 def test_partial_never_leaves_a_saved_step_behind(tmp_path: Path) -> None:
-    path = ocf.jax.save(tmp_path / "ts.ocf", trained(fresh_state(optax.adam(1e-2)), 10))
-    restored = ocf.jax.restore(path, fresh_state(optax.adam(1e-2), seed=1), partial=True)
+    path = ocf.jax.save(trained(fresh_state(optax.adam(1e-2)), 10), tmp_path / "ts.ocf")
+    restored = ocf.jax.restore(fresh_state(optax.adam(1e-2), seed=1), path, partial=True)
     assert restored.step == 10
 
 
 def test_a_step_that_is_not_a_whole_number_is_refused_for_an_int_leaf(tmp_path: Path) -> None:
-    path = ocf.jax.save(tmp_path / "s.ocf", {"step": jnp.asarray(2.5)})
+    path = ocf.jax.save({"step": jnp.asarray(2.5)}, tmp_path / "s.ocf")
     with pytest.raises(ocf.InvalidError, match=r"s\.ocf: .*holds 2\.5 for 'step', which a "
                        r"Python int cannot hold exactly"):
-        ocf.jax.restore(path, {"step": 0})
+        ocf.jax.restore({"step": 0}, path)
 
 
 def test_an_optax_chain_restores_into_a_fresh_chain(tmp_path: Path) -> None:
     tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(1e-2))
     state = trained(fresh_state(tx), 3)
-    path = ocf.jax.save(tmp_path / "chain.ocf", state)
-    restored = ocf.jax.restore(path, fresh_state(tx, seed=2))
+    path = ocf.jax.save(state, tmp_path / "chain.ocf")
+    restored = ocf.jax.restore(fresh_state(tx, seed=2), path)
     assert_trees_equal(restored.opt_state, state.opt_state)
     assert restored.step == 3
 
@@ -96,14 +96,14 @@ class Counter(nnx.Module):
 def test_nnx_state_restores_into_a_concrete_and_an_abstract_model(tmp_path: Path) -> None:
     model = Counter(nnx.Rngs(0))
     model.seen[...] = jnp.array(7)
-    path = ocf.jax.save(tmp_path / "nnx.ocf", nnx.state(model))
+    path = ocf.jax.save(nnx.state(model), tmp_path / "nnx.ocf")
 
     other = Counter(nnx.Rngs(1))
-    nnx.update(other, ocf.jax.restore(path, nnx.state(other)))
+    nnx.update(other, ocf.jax.restore(nnx.state(other), path))
     np.testing.assert_array_equal(other.linear.kernel[...], model.linear.kernel[...])
     assert int(other.seen[...]) == 7
 
     abstract = nnx.eval_shape(lambda: Counter(nnx.Rngs(0)))
-    restored = ocf.jax.restore(path, nnx.state(abstract))
+    restored = ocf.jax.restore(nnx.state(abstract), path)
     built = nnx.merge(nnx.graphdef(abstract), restored)
     np.testing.assert_array_equal(built.linear.kernel[...], model.linear.kernel[...])

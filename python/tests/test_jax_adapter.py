@@ -111,11 +111,11 @@ def test_resumed_training_continues_bit_identically_through_ocf_checkpoint(
 def test_resume_from_an_abstract_target_with_save_and_restore(tmp_path: Path) -> None:
     full, full_losses = train(fresh_state(0), range(6))
     first, first_losses = train(fresh_state(0), range(3))
-    ocf.jax.save(tmp_path / "state.ocf", first)
+    ocf.jax.save(first, tmp_path / "state.ocf")
 
     target = jax.eval_shape(lambda: fresh_state(5))
     assert all(isinstance(x, jax.ShapeDtypeStruct) for x in jax.tree_util.tree_leaves(target))
-    restored = ocf.jax.restore(tmp_path / "state.ocf", target)
+    restored = ocf.jax.restore(target, tmp_path / "state.ocf")
     assert all(isinstance(x, jax.Array) for x in jax.tree_util.tree_leaves(restored))
     assert jax.tree_util.tree_structure(restored) == jax.tree_util.tree_structure(first)
     resumed, later_losses = train(restored, range(3, 6))
@@ -128,7 +128,7 @@ def test_resume_from_an_abstract_target_with_save_and_restore(tmp_path: Path) ->
 
 def test_adam_moments_are_slot_variables_of_their_parameters(tmp_path: Path) -> None:
     state, _ = train(fresh_state(0), range(2))
-    ocf.jax.save(tmp_path / "s.ocf", state)
+    ocf.jax.save(state, tmp_path / "s.ocf")
     adam = state["opt_state"][0]
     with ocf.open(tmp_path / "s.ocf") as reader:
         graph = reader.object_graph
@@ -149,13 +149,13 @@ def test_adam_moments_are_slot_variables_of_their_parameters(tmp_path: Path) -> 
 
 def test_moments_stay_plain_children_without_parameters_in_the_tree(tmp_path: Path) -> None:
     state = fresh_state(0)
-    ocf.jax.save(tmp_path / "s.ocf", state["opt_state"])
+    ocf.jax.save(state["opt_state"], tmp_path / "s.ocf")
     with ocf.open(tmp_path / "s.ocf") as reader:
         assert "0/mu/hidden/kernel/.value" in reader
         graph = reader.object_graph
         assert graph is not None
         assert not any(node.slots for node in graph.nodes)
-    restored = ocf.jax.restore(tmp_path / "s.ocf", jax.eval_shape(lambda: state["opt_state"]))
+    restored = ocf.jax.restore(jax.eval_shape(lambda: state["opt_state"]), tmp_path / "s.ocf")
     assert leaf_bytes(restored) == leaf_bytes(state["opt_state"])
 
 
@@ -163,7 +163,7 @@ def test_moments_link_to_the_subtree_named_params_when_two_trees_match(
         tmp_path: Path) -> None:
     state = fresh_state(0)
     tree = {"ema": jax.tree_util.tree_map(lambda x: x * 2, state["params"]), **state}
-    ocf.jax.save(tmp_path / "s.ocf", tree)
+    ocf.jax.save(tree, tmp_path / "s.ocf")
     with ocf.open(tmp_path / "s.ocf") as reader:
         assert "opt_state/0/.slot/params/out/bias/nu/.value" in reader
         assert "ema/out/bias/.value" in reader
@@ -176,7 +176,7 @@ def test_chained_optimizer_and_flax_train_state_restore_with_slots(tmp_path: Pat
     state = train_state.TrainState.create(apply_fn=MODEL.apply, params=params, tx=tx)
     grads = jax.tree_util.tree_map(jnp.ones_like, params)
     state = state.apply_gradients(grads=grads).apply_gradients(grads=grads)
-    ocf.jax.save(tmp_path / "ts.ocf", state)
+    ocf.jax.save(state, tmp_path / "ts.ocf")
     with ocf.open(tmp_path / "ts.ocf") as reader:
         keys = set(reader)
     assert "opt_state/1/0/.slot/params/out/kernel/mu/.value" in keys
@@ -184,7 +184,7 @@ def test_chained_optimizer_and_flax_train_state_restore_with_slots(tmp_path: Pat
     blank = train_state.TrainState.create(
         apply_fn=MODEL.apply, params=MODEL.init(jax.random.PRNGKey(9), jnp.ones((1, 4)))
         ["params"], tx=tx)
-    restored = ocf.jax.restore(tmp_path / "ts.ocf", blank)
+    restored = ocf.jax.restore(blank, tmp_path / "ts.ocf")
     assert int(restored.step) == 2
     assert restored.apply_fn is blank.apply_fn  # static fields come from the target
     assert restored.tx is tx
@@ -216,7 +216,7 @@ def test_containers_scalars_and_none_round_trip_with_their_types(tmp_path: Path)
         "np_scalar": np.float32(1.5),
         "odd/key.": jnp.array(1),
     }
-    ocf.jax.save(tmp_path / "t.ocf", tree)
+    ocf.jax.save(tree, tmp_path / "t.ocf")
     target = {
         "list": [jnp.zeros(3, jnp.int32), 0, None, "other"],
         "tuple": (jnp.zeros(2, jnp.bfloat16), 0.0),
@@ -226,7 +226,7 @@ def test_containers_scalars_and_none_round_trip_with_their_types(tmp_path: Path)
         "np_scalar": np.float32(0),
         "odd/key.": jnp.array(0),
     }
-    out = ocf.jax.restore(tmp_path / "t.ocf", target)
+    out = ocf.jax.restore(target, tmp_path / "t.ocf")
     assert out["list"][1:] == [7, None, "other"]  # numbers restored, strings kept
     assert out["tuple"][1] == 2.5
     assert out["tuple"][0].dtype == ml_dtypes.bfloat16
@@ -242,17 +242,17 @@ def test_containers_scalars_and_none_round_trip_with_their_types(tmp_path: Path)
 
 def test_numbers_saved_as_metadata_restore_into_zero_d_abstract_leaves(
         tmp_path: Path) -> None:
-    ocf.jax.save(tmp_path / "t.ocf", {"step": 12, "w": jnp.ones(2)})
-    out = ocf.jax.restore(tmp_path / "t.ocf", jax.eval_shape(lambda: {"step": 0,
-                                                                      "w": jnp.zeros(2)}))
+    ocf.jax.save({"step": 12, "w": jnp.ones(2)}, tmp_path / "t.ocf")
+    out = ocf.jax.restore(jax.eval_shape(lambda: {"step": 0, "w": jnp.zeros(2)}),
+                          tmp_path / "t.ocf")
     assert out["step"].dtype == jnp.int32
     assert int(out["step"]) == 12
 
 
 def test_restored_leaves_are_new_arrays_and_the_target_is_untouched(tmp_path: Path) -> None:
-    ocf.jax.save(tmp_path / "t.ocf", {"w": jnp.ones(3)})
+    ocf.jax.save({"w": jnp.ones(3)}, tmp_path / "t.ocf")
     target = {"w": jnp.zeros(3)}
-    out = ocf.jax.restore(tmp_path / "t.ocf", target)
+    out = ocf.jax.restore(target, tmp_path / "t.ocf")
     assert out["w"] is not target["w"]
     np.testing.assert_array_equal(target["w"], np.zeros(3))
     np.testing.assert_array_equal(out["w"], np.ones(3))
@@ -262,50 +262,50 @@ def test_restored_leaves_are_new_arrays_and_the_target_is_untouched(tmp_path: Pa
 
 
 def test_shape_mismatch_names_the_leaf_and_both_shapes(tmp_path: Path) -> None:
-    ocf.jax.save(tmp_path / "t.ocf", {"layer": {"kernel": jnp.ones((2, 3))}})
+    ocf.jax.save({"layer": {"kernel": jnp.ones((2, 3))}}, tmp_path / "t.ocf")
     with pytest.raises(ocf.InvalidError, match=r"'layer/kernel' is float32 \[3, 2\], the "
                        r"checkpoint holds float32 \[2, 3\]"):
-        ocf.jax.restore(tmp_path / "t.ocf", {"layer": {"kernel": jnp.ones((3, 2))}})
+        ocf.jax.restore({"layer": {"kernel": jnp.ones((3, 2))}}, tmp_path / "t.ocf")
 
 
 def test_dtype_mismatch_is_an_error(tmp_path: Path) -> None:
-    ocf.jax.save(tmp_path / "t.ocf", {"w": jnp.ones(2, jnp.float32)})
+    ocf.jax.save({"w": jnp.ones(2, jnp.float32)}, tmp_path / "t.ocf")
     with pytest.raises(ocf.InvalidError, match="bfloat16"):
-        ocf.jax.restore(tmp_path / "t.ocf", {"w": jnp.ones(2, jnp.bfloat16)})
+        ocf.jax.restore({"w": jnp.ones(2, jnp.bfloat16)}, tmp_path / "t.ocf")
 
 
 def test_missing_and_extra_leaves_are_named_unless_partial(tmp_path: Path) -> None:
-    ocf.jax.save(tmp_path / "t.ocf", {"a": jnp.ones(2), "old": jnp.ones(1)})
+    ocf.jax.save({"a": jnp.ones(2), "old": jnp.ones(1)}, tmp_path / "t.ocf")
     target = {"a": jnp.zeros(2), "new": jnp.full(1, 5.0)}
     with pytest.raises(ocf.InvalidError, match="received no value: 'new'"):
-        ocf.jax.restore(tmp_path / "t.ocf", target)
+        ocf.jax.restore(target, tmp_path / "t.ocf")
     with pytest.raises(ocf.InvalidError, match="matched no leaf of the target: 'old'"):
-        ocf.jax.restore(tmp_path / "t.ocf", {"a": jnp.zeros(2)})
-    out = ocf.jax.restore(tmp_path / "t.ocf", target, partial=True)
+        ocf.jax.restore({"a": jnp.zeros(2)}, tmp_path / "t.ocf")
+    out = ocf.jax.restore(target, tmp_path / "t.ocf", partial=True)
     np.testing.assert_array_equal(out["a"], np.ones(2))
     np.testing.assert_array_equal(out["new"], [5.0])  # kept from the target
 
 
 def test_abstract_leaf_without_value_is_an_error_even_when_partial(tmp_path: Path) -> None:
-    ocf.jax.save(tmp_path / "t.ocf", {"a": jnp.ones(2)})
+    ocf.jax.save({"a": jnp.ones(2)}, tmp_path / "t.ocf")
     target = {"a": jax.ShapeDtypeStruct((2,), jnp.float32),
               "b": jax.ShapeDtypeStruct((1,), jnp.float32)}
     with pytest.raises(ocf.InvalidError, match=r"abstract leaves .* 'b'"):
-        ocf.jax.restore(tmp_path / "t.ocf", target, partial=True)
+        ocf.jax.restore(target, tmp_path / "t.ocf", partial=True)
 
 
 def test_saving_an_abstract_tree_or_an_unknown_leaf_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ocf.InvalidError, match="abstract leaf 'w'"):
-        ocf.jax.save(tmp_path / "a.ocf", {"w": jax.ShapeDtypeStruct((2,), jnp.float32)})
+        ocf.jax.save({"w": jax.ShapeDtypeStruct((2,), jnp.float32)}, tmp_path / "a.ocf")
     with pytest.raises(ocf.InvalidError, match="x: a leaf of type object"):
-        ocf.jax.save(tmp_path / "b.ocf", {"x": object()})
+        ocf.jax.save({"x": object()}, tmp_path / "b.ocf")
 
 
 def test_restore_starts_at_a_named_object_of_a_larger_checkpoint(tmp_path: Path) -> None:
     extra = ocf.Variable(np.arange(3))
     path = ocf.Checkpoint(state=ocf.jax.TreeState({"w": jnp.ones(2)}), extra=extra).save(
         tmp_path / "ck")
-    out = ocf.jax.restore(path, {"w": jnp.zeros(2)}, start="state")
+    out = ocf.jax.restore({"w": jnp.zeros(2)}, path, start="state")
     np.testing.assert_array_equal(out["w"], np.ones(2))
 
 
@@ -344,11 +344,11 @@ def test_checkpoint_without_graph_restores_by_tree_path_through_a_name_map(
     def to_key(path: str) -> str:
         return path.replace("/", ".")
 
-    out = ocf.jax.restore(tmp_path / "flat.ocf", target, start="model", name_map=to_key,
+    out = ocf.jax.restore(target, tmp_path / "flat.ocf", start="model", name_map=to_key,
                           partial=True)
     np.testing.assert_array_equal(out["dense"]["kernel"], np.ones((2, 3)))
     with pytest.raises(ocf.InvalidError, match="matched no leaf of the target: 'unused'"):
-        ocf.jax.restore(tmp_path / "flat.ocf", target, start="model", name_map=to_key)
+        ocf.jax.restore(target, tmp_path / "flat.ocf", start="model", name_map=to_key)
 
 
 # -- packaging --------------------------------------------------------------------------------

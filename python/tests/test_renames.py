@@ -62,7 +62,7 @@ def test_a_renamed_layer_fails_suggesting_the_rename_that_then_restores_everythi
 
 def test_rename_takes_a_function_of_the_checkpoint_path(tmp_path: Path) -> None:
     model, optimizer = trained("fc1")
-    path = ocf.torch.save(tmp_path / "o.ocf", {"model": model, "optimizer": optimizer})
+    path = ocf.torch.save({"model": model, "optimizer": optimizer}, tmp_path / "o.ocf")
     renamed, fresh = trained("encoder", seed=1)
     seen: list[str] = []
 
@@ -70,7 +70,7 @@ def test_rename_takes_a_function_of_the_checkpoint_path(tmp_path: Path) -> None:
         seen.append(checkpoint_path)
         return checkpoint_path.replace("model/fc1", "model/encoder")
 
-    ocf.torch.restore(path, {"model": renamed, "optimizer": fresh}, rename=rename)
+    ocf.torch.restore({"model": renamed, "optimizer": fresh}, path, rename=rename)
     assert torch.equal(renamed.encoder.bias, model.fc1.bias)
     assert optimizer_state(fresh) == optimizer_state(optimizer)
     assert "model/fc1/weight" in seen
@@ -78,33 +78,33 @@ def test_rename_takes_a_function_of_the_checkpoint_path(tmp_path: Path) -> None:
 
 def test_rename_can_move_an_object_under_another_parent(tmp_path: Path) -> None:
     model, _ = trained("fc1")
-    path = ocf.torch.save(tmp_path / "m.ocf", {"model": model})
+    path = ocf.torch.save({"model": model}, tmp_path / "m.ocf")
     backbone = nn.Sequential(OrderedDict([("fc1", nn.Linear(4, 3))]))
     target = {"model": nn.Sequential(OrderedDict([("head", nn.Linear(3, 2))])),
               "backbone": backbone}
-    ocf.torch.restore(path, target, rename={"model/fc1": "backbone/fc1"})
+    ocf.torch.restore(target, path, rename={"model/fc1": "backbone/fc1"})
     assert torch.equal(backbone.fc1.weight, model.fc1.weight)
     assert torch.equal(target["model"].head.weight, model.head.weight)
 
 
 def test_the_longest_prefix_wins_and_a_bad_map_is_refused(tmp_path: Path) -> None:
     model, _ = trained("fc1")
-    path = ocf.torch.save(tmp_path / "m.ocf", {"model": model})
+    path = ocf.torch.save({"model": model}, tmp_path / "m.ocf")
     target = net("encoder", seed=2)
-    ocf.torch.restore(path, {"model": target},
+    ocf.torch.restore({"model": target}, path,
                       rename={"model": "model", "model/fc1": "model/encoder"})
     assert torch.equal(target.encoder.weight, model.fc1.weight)
     with pytest.raises(ocf.InvalidError, match="rename maps non-empty path strings"):
-        ocf.torch.restore(path, {"model": target}, rename={"": "model"})
+        ocf.torch.restore({"model": target}, path, rename={"": "model"})
     with pytest.raises(ocf.InvalidError, match="returned a int, not a path"):
-        ocf.torch.restore(path, {"model": target}, rename=lambda p: 3)  # type: ignore
+        ocf.torch.restore({"model": target}, path, rename=lambda p: 3)  # type: ignore
 
 
 def test_a_flat_state_dict_restores_into_a_bare_module_by_key(tmp_path: Path) -> None:
     model = net("fc1", seed=0)
     ocf.torch.save_file(model.state_dict(), tmp_path / "weights.ocf")
     target = net("fc1", seed=1)
-    ocf.torch.restore(tmp_path / "weights.ocf", target)  # fc1/weight/.value is fc1.weight
+    ocf.torch.restore(target, tmp_path / "weights.ocf")  # fc1/weight/.value is fc1.weight
     assert torch.equal(target.fc1.weight, model.fc1.weight)
 
 
@@ -112,7 +112,7 @@ def test_a_flat_state_dict_that_does_not_match_points_to_load_model(tmp_path: Pa
     model = net("fc1", seed=0)
     ocf.torch.save_file(model.state_dict(), tmp_path / "weights.ocf")
     with pytest.raises(ocf.RestoreMismatchError) as caught:
-        ocf.torch.restore(tmp_path / "weights.ocf", {"model": net("fc1", seed=1)})
+        ocf.torch.restore({"model": net("fc1", seed=1)}, tmp_path / "weights.ocf")
     message = str(caught.value)
     assert "'fc1.bias'" in message
     assert "'model/fc1/bias/.value'" in message
@@ -123,7 +123,7 @@ def test_a_flat_state_dict_that_does_not_match_points_to_load_model(tmp_path: Pa
     assert "rename" not in message
     with pytest.raises(ocf.InvalidError, match="rename= maps object paths, and this "
                        "checkpoint has no object graph: name_map= maps its tensor keys"):
-        ocf.torch.restore(tmp_path / "weights.ocf", {"model": net("fc1", seed=1)},
+        ocf.torch.restore({"model": net("fc1", seed=1)}, tmp_path / "weights.ocf",
                           rename={"model": "net"})
 
 
@@ -131,7 +131,7 @@ def test_jax_restore_takes_a_rename_map(tmp_path: Path) -> None:
     import jax.numpy as jnp
 
     import ocf.jax
-    path = ocf.jax.save(tmp_path / "t.ocf", {"params": {"fc1": {"w": jnp.arange(3.0)}}})
-    restored = ocf.jax.restore(path, {"params": {"encoder": {"w": jnp.zeros(3)}}},
+    path = ocf.jax.save({"params": {"fc1": {"w": jnp.arange(3.0)}}}, tmp_path / "t.ocf")
+    restored = ocf.jax.restore({"params": {"encoder": {"w": jnp.zeros(3)}}}, path,
                                rename={"params/fc1": "params/encoder"})
     assert restored["params"]["encoder"]["w"].tolist() == [0.0, 1.0, 2.0]

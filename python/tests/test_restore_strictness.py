@@ -48,19 +48,19 @@ def snapshot(net: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, byte
 
 def test_objects_given_as_keywords_are_a_type_error_not_objects(tmp_path: Path) -> None:
     net, optimizer = trained_net()
-    path = ocf.torch.save(tmp_path / "o.ocf", {"model": net, "optimizer": optimizer})
+    path = ocf.torch.save({"model": net, "optimizer": optimizer}, tmp_path / "o.ocf")
     with pytest.raises(TypeError, match="unexpected keyword argument 'model'"):
         ocf.torch.restore(path, model=net, optimzer=optimizer)  # type: ignore[call-arg]
     with pytest.raises(TypeError, match="strict"):
-        ocf.torch.restore(path, {"model": net}, strict=True)  # type: ignore[call-arg]
+        ocf.torch.restore({"model": net}, path, strict=True)  # type: ignore[call-arg]
 
 
 def test_a_typo_in_an_object_name_fails_naming_both_sides_and_the_file(tmp_path: Path) -> None:
     net, optimizer = trained_net()
-    path = ocf.torch.save(tmp_path / "o.ocf", {"model": net, "optimizer": optimizer})
+    path = ocf.torch.save({"model": net, "optimizer": optimizer}, tmp_path / "o.ocf")
     fresh, fresh_optimizer = trained_net(seed=1)
     with pytest.raises(ocf.RestoreMismatchError) as caught:
-        ocf.torch.restore(path, {"model": fresh, "optimzer": fresh_optimizer})
+        ocf.torch.restore({"model": fresh, "optimzer": fresh_optimizer}, path)
     message = str(caught.value)
     assert message.startswith(f"INVALID: {path}: 12 checkpoint objects holding tensors "
                               "matched no object: 'optimizer/.slot/model/0/bias/exp_avg'")
@@ -71,23 +71,23 @@ def test_a_typo_in_an_object_name_fails_naming_both_sides_and_the_file(tmp_path:
 
 def test_a_model_with_an_extra_layer_is_refused_unless_partial(tmp_path: Path) -> None:
     net, _ = trained_net()
-    path = ocf.torch.save(tmp_path / "m.ocf", {"model": net})
+    path = ocf.torch.save({"model": net}, tmp_path / "m.ocf")
     bigger = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2), nn.Linear(2, 2))
     with pytest.raises(ocf.RestoreMismatchError, match=r"m\.ocf.*'model/3/weight'"):
-        ocf.torch.restore(path, {"model": bigger})
-    ocf.torch.restore(path, {"model": bigger}, partial=True)
+        ocf.torch.restore({"model": bigger}, path)
+    ocf.torch.restore({"model": bigger}, path, partial=True)
     assert torch.equal(bigger[0].weight, net[0].weight)
 
 
 def test_a_model_with_a_missing_layer_is_refused_unless_partial(tmp_path: Path) -> None:
     net, _ = trained_net()
-    path = ocf.torch.save(tmp_path / "m.ocf", {"model": net})
+    path = ocf.torch.save({"model": net}, tmp_path / "m.ocf")
     smaller = nn.Sequential(nn.Linear(4, 8))
     before = smaller[0].weight.detach().clone()
     with pytest.raises(ocf.RestoreMismatchError, match=r"'model/2/weight'"):
-        ocf.torch.restore(path, {"model": smaller})
+        ocf.torch.restore({"model": smaller}, path)
     assert torch.equal(smaller[0].weight, before)  # the refusal changed nothing
-    status = ocf.torch.restore(path, {"model": smaller}, partial=True)
+    status = ocf.torch.restore({"model": smaller}, path, partial=True)
     assert torch.equal(smaller[0].weight, net[0].weight)
     assert status.unmatched_checkpoint_paths(holding_values=True) == ["model/2/bias",
                                                                       "model/2/weight"]
@@ -98,7 +98,7 @@ def test_checkpoint_restore_and_ocf_restore_are_strict_by_default(tmp_path: Path
     path = ocf.Checkpoint(**state).save(tmp_path / "ckpt")
     with pytest.raises(ocf.RestoreMismatchError, match="'b'"):
         ocf.Checkpoint(w=np.zeros(3)).restore(path)
-    flat_path = ocf.numpy.save(tmp_path / "s.ocf", state)
+    flat_path = ocf.numpy.save(state, tmp_path / "s.ocf")
     with pytest.raises(ocf.RestoreMismatchError, match="'extra'"):
         ocf.restore({"w": np.zeros(3), "b": np.zeros(2), "extra": np.zeros(1)}, flat_path)
     ocf.Checkpoint(w=np.zeros(3)).restore(path, partial=True)
@@ -109,7 +109,7 @@ def test_checkpoint_restore_and_ocf_restore_are_strict_by_default(tmp_path: Path
 def test_a_restore_failing_on_the_last_layer_leaves_model_and_optimizer_untouched(
         tmp_path: Path) -> None:
     net, optimizer = trained_net()
-    path = ocf.torch.save(tmp_path / "o.ocf", {"model": net, "optimizer": optimizer})
+    path = ocf.torch.save({"model": net, "optimizer": optimizer}, tmp_path / "o.ocf")
     torch.manual_seed(5)
     other = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))  # last layer differs
     other_optimizer = torch.optim.Adam(other.parameters(), lr=0.5)
@@ -119,23 +119,23 @@ def test_a_restore_failing_on_the_last_layer_leaves_model_and_optimizer_untouche
     with pytest.raises(ocf.InvalidError, match=r"o\.ocf: tensor 'model/2/weight/\.value': "
                        r"cannot restore a tensor of shape \[2, 8\] into a Parameter of shape "
                        r"\[3, 8\]"):
-        ocf.torch.restore(path, {"model": other, "optimizer": other_optimizer})
+        ocf.torch.restore({"model": other, "optimizer": other_optimizer}, path)
     assert snapshot(other, other_optimizer) == before
 
 
 def test_a_numpy_restore_failing_on_one_array_changes_no_array(tmp_path: Path) -> None:
-    path = ocf.numpy.save(tmp_path / "s.ocf", {"a": np.arange(4.0), "z": np.ones((2, 2))})
+    path = ocf.numpy.save({"a": np.arange(4.0), "z": np.ones((2, 2))}, tmp_path / "s.ocf")
     target = {"a": np.zeros(4), "z": np.zeros((3, 3))}
     with pytest.raises(ocf.InvalidError, match=r"tensor 'z/\.value'.*shape \[2, 2\]"):
-        ocf.numpy.restore(path, target)
+        ocf.numpy.restore(target, path)
     assert target["a"].tolist() == [0.0] * 4
 
 
 def test_a_strictness_failure_changes_nothing_either(tmp_path: Path) -> None:
-    path = ocf.numpy.save(tmp_path / "s.ocf", {"a": np.arange(4.0), "b": np.ones(2)})
+    path = ocf.numpy.save({"a": np.arange(4.0), "b": np.ones(2)}, tmp_path / "s.ocf")
     target = {"a": np.zeros(4)}
     with pytest.raises(ocf.RestoreMismatchError, match="'b'"):
-        ocf.numpy.restore(path, target)
+        ocf.numpy.restore(target, path)
     assert target["a"].tolist() == [0.0] * 4
 
 
@@ -151,13 +151,13 @@ def test_a_checksum_failure_in_the_last_tensor_leaves_model_and_optimizer_untouc
     if read_ahead == "checked only":
         monkeypatch.setattr(ocf.objects.read_ahead, "READ_AHEAD_BYTES", 0)
     net, optimizer = trained_net()
-    path = Path(ocf.torch.save(tmp_path / "o.ocf", {"model": net, "optimizer": optimizer},
+    path = Path(ocf.torch.save({"model": net, "optimizer": optimizer}, tmp_path / "o.ocf",
                                compression=compression))
     corrupt_tensor(path, corrupted)
     other, other_optimizer = trained_net(seed=5)
     before = snapshot(other, other_optimizer)
     with pytest.raises(ocf.IntegrityError, match="CRC-32C") as caught:
-        ocf.torch.restore(path, {"model": other, "optimizer": other_optimizer})
+        ocf.torch.restore({"model": other, "optimizer": other_optimizer}, path)
     assert (caught.value.key, caught.value.path) == (corrupted, str(path))
     assert snapshot(other, other_optimizer) == before
 
@@ -208,15 +208,15 @@ def test_an_optimizer_refusing_its_parameter_groups_leaves_the_model_untouched(
     torch.manual_seed(0)
     model = nn.Linear(4, 2)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    path = ocf.torch.save(tmp_path / "o.ocf", {"model": model,
-                                               "trainer": {"optimizer": optimizer}})
+    path = ocf.torch.save({"model": model, "trainer": {"optimizer": optimizer}},
+                          tmp_path / "o.ocf")
     torch.manual_seed(1)
     other = nn.Linear(4, 2)
     two_groups = torch.optim.SGD([{"params": [other.weight]}, {"params": [other.bias]}],
                                  lr=0.5)
     before = snapshot(other, two_groups)
     with pytest.raises(ocf.InvalidError, match=r"o\.ocf: .*1 parameter groups, this one 2"):
-        ocf.torch.restore(path, {"model": other, "trainer": {"optimizer": two_groups}})
+        ocf.torch.restore({"model": other, "trainer": {"optimizer": two_groups}}, path)
     assert snapshot(other, two_groups) == before
 
 
@@ -225,29 +225,29 @@ def test_an_optimizer_refusing_its_parameter_groups_leaves_the_model_untouched(
 def test_torch_refuses_a_float32_checkpoint_for_a_float16_model_unless_cast(
         tmp_path: Path) -> None:
     net, _ = trained_net()
-    path = ocf.torch.save(tmp_path / "m.ocf", {"model": net})
+    path = ocf.torch.save({"model": net}, tmp_path / "m.ocf")
     half = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2)).half()
     before = half[0].weight.detach().clone()
     with pytest.raises(ocf.InvalidError, match=r"the checkpoint holds float32, the Parameter is "
                        r"float16: restore\(\.\.\., cast=True\) casts"):
-        ocf.torch.restore(path, {"model": half})
+        ocf.torch.restore({"model": half}, path)
     assert torch.equal(half[0].weight, before)
-    ocf.torch.restore(path, {"model": half}, cast=True)
+    ocf.torch.restore({"model": half}, path, cast=True)
     assert torch.equal(half[0].weight, net[0].weight.half())
 
 
 def test_numpy_and_jax_follow_the_same_dtype_policy(tmp_path: Path) -> None:
-    path = ocf.numpy.save(tmp_path / "s.ocf", {"w": np.arange(3, dtype=np.float32)})
+    path = ocf.numpy.save({"w": np.arange(3, dtype=np.float32)}, tmp_path / "s.ocf")
     half = {"w": np.zeros(3, np.float16)}
     with pytest.raises(ocf.InvalidError, match="cast=True"):
-        ocf.numpy.restore(path, half)
-    ocf.numpy.restore(path, half, cast=True)
+        ocf.numpy.restore(half, path)
+    ocf.numpy.restore(half, path, cast=True)
     assert half["w"].dtype == np.float16
     assert half["w"].tolist() == [0.0, 1.0, 2.0]
 
     with pytest.raises(ocf.InvalidError, match="float16"):
-        ocf.jax.restore(path, {"w": jnp.zeros(3, jnp.float16)})
-    restored = ocf.jax.restore(path, {"w": jnp.zeros(3, jnp.float16)}, cast=True)
+        ocf.jax.restore({"w": jnp.zeros(3, jnp.float16)}, path)
+    restored = ocf.jax.restore({"w": jnp.zeros(3, jnp.float16)}, path, cast=True)
     assert restored["w"].dtype == jnp.float16
     assert restored["w"].tolist() == [0.0, 1.0, 2.0]
 
@@ -286,7 +286,7 @@ def requests(objects: Iterable[object]) -> list[int]:
 
 def test_a_strict_restore_and_its_status_ask_no_live_object_for_its_values(
         tmp_path: Path) -> None:
-    path = ocf.numpy.save(tmp_path / "s.ocf", {"w": np.arange(3.0), "b": np.ones(2)})
+    path = ocf.numpy.save({"w": np.arange(3.0), "b": np.ones(2)}, tmp_path / "s.ocf")
     target = {"w": CountedVariable(np.zeros(3)), "b": CountedVariable(np.zeros(2))}
     status = ocf.restore(target, path)
     status.assert_consumed()
@@ -308,7 +308,7 @@ def test_a_strict_restore_by_name_asks_no_live_object_for_its_values(tmp_path: P
 
 def test_an_object_that_cannot_name_its_tensors_is_judged_by_their_keys(
         tmp_path: Path) -> None:
-    path = ocf.numpy.save(tmp_path / "s.ocf", {"w": np.arange(3.0)})
+    path = ocf.numpy.save({"w": np.arange(3.0)}, tmp_path / "s.ocf")
     with pytest.raises(ocf.RestoreMismatchError, match="1 objects holding tensors have no "
                        "value in the checkpoint: 'extra'"):
         ocf.restore({"w": UnnamedHolder(3), "extra": UnnamedHolder(1)}, path)
@@ -321,8 +321,8 @@ def test_an_object_that_cannot_name_its_tensors_is_judged_by_their_keys(
 
 def test_restore_mismatch_is_an_ocf_error_and_an_assertion_error_naming_the_file(
         tmp_path: Path) -> None:
-    path = ocf.numpy.save(tmp_path / "s.ocf", {"a": np.arange(2.0)})
-    status = ocf.numpy.restore(path, {"a": np.zeros(2), "b": np.zeros(1)}, partial=True)
+    path = ocf.numpy.save({"a": np.arange(2.0)}, tmp_path / "s.ocf")
+    status = ocf.numpy.restore({"a": np.zeros(2), "b": np.zeros(1)}, path, partial=True)
     with pytest.raises(ocf.OCFError) as caught:
         status.assert_consumed()
     assert isinstance(caught.value, AssertionError)
@@ -332,8 +332,8 @@ def test_restore_mismatch_is_an_ocf_error_and_an_assertion_error_naming_the_file
 
 
 def test_restore_status_repr_counts_matched_and_unmatched(tmp_path: Path) -> None:
-    path = ocf.numpy.save(tmp_path / "s.ocf", {"a": np.arange(2.0), "b": np.ones(1)})
-    status = ocf.numpy.restore(path, {"a": np.zeros(2), "c": np.zeros(1)}, partial=True)
+    path = ocf.numpy.save({"a": np.arange(2.0), "b": np.ones(1)}, tmp_path / "s.ocf")
+    status = ocf.numpy.restore({"a": np.zeros(2), "c": np.zeros(1)}, path, partial=True)
     text = repr(status)
     assert text.startswith(f"<RestoreStatus of {str(path)!r} (by structure): ")
     assert "1 objects without value" in text
@@ -349,12 +349,12 @@ def test_a_flat_checkpoint_given_to_the_object_api_points_to_load_file(tmp_path:
     with pytest.raises(ocf.RestoreMismatchError, match=r"flat\.ocf: .*no object graph .*"
                        r"ocf\.torch\.load_model\(model, path\), read the tensors with "
                        r"load_file"):
-        ocf.torch.restore(path, {"model": trained_net(seed=1)[0]})
+        ocf.torch.restore({"model": trained_net(seed=1)[0]}, path)
 
 
 def test_an_object_checkpoint_given_to_load_model_points_to_restore(tmp_path: Path) -> None:
     net, _ = trained_net()
-    path = ocf.torch.save(tmp_path / "objects.ocf", {"model": net})
+    path = ocf.torch.save({"model": net}, tmp_path / "objects.ocf")
     with pytest.raises(ocf.NotFoundError, match=r"objects\.ocf: .*object-based checkpoint "
-                       r".*ocf\.torch\.restore\(path"):
+                       r".*ocf\.torch\.restore\(\{\"model\": model, \.\.\.\}, path\)"):
         ocf.torch.load_model(trained_net(seed=1)[0], path)

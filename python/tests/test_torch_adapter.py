@@ -138,15 +138,14 @@ def test_scheduler_and_random_generator_resume_with_dropout_bit_identically(
     torch.manual_seed(1)
     optimizer, scheduler = make_scheduled(first)
     before = run_with_schedule(first, optimizer, scheduler, 5)
-    path = ocf.torch.save(tmp_path / "ckpt.ocf", {"model": first, "optimizer": optimizer,
-                                                  "scheduler": scheduler,
-                                                  "rng": torch.default_generator})
+    path = ocf.torch.save({"model": first, "optimizer": optimizer, "scheduler": scheduler,
+                           "rng": torch.default_generator}, tmp_path / "ckpt.ocf")
 
     torch.manual_seed(99)  # another random state, other weights, a fresh schedule
     model = DropoutNet()
     resumed_optimizer, resumed_scheduler = make_scheduled(model)
-    ocf.torch.restore(path, {"model": model, "optimizer": resumed_optimizer,
-                             "scheduler": resumed_scheduler, "rng": torch.default_generator})
+    ocf.torch.restore({"model": model, "optimizer": resumed_optimizer,
+                       "scheduler": resumed_scheduler, "rng": torch.default_generator}, path)
     assert before + run_with_schedule(model, resumed_optimizer, resumed_scheduler, 5) == expected
     with ocf.open(path) as reader:
         graph = reader.object_graph
@@ -207,10 +206,10 @@ def test_optimizer_attached_after_the_dry_run_gets_its_slots(tmp_path: Path) -> 
 def test_submodule_assigned_after_restore_receives_its_values(tmp_path: Path) -> None:
     saved = nn.Sequential()
     saved.add_module("head", nn.Linear(2, 2))
-    path = ocf.torch.save(tmp_path / "ckpt.ocf", {"model": saved})
+    path = ocf.torch.save({"model": saved}, tmp_path / "ckpt.ocf")
 
     model = nn.Sequential()
-    status = ocf.torch.restore(path, {"model": model}, partial=True)  # judged below
+    status = ocf.torch.restore({"model": model}, path, partial=True)  # judged below
     model.head = nn.Linear(2, 2)  # registered after the restore started
     status.assert_consumed()
     assert torch.equal(model.head.weight, saved.head.weight)
@@ -287,11 +286,11 @@ def test_hyperparameters_restore_with_their_types_and_tensor_lr_in_place(
     model = nn.Linear(2, 1)
     optimizer = torch.optim.Adam(model.parameters(), lr=torch.tensor(0.125), betas=(0.8, 0.9))
     optimizer.param_groups[0]["initial_lr"] = 0.5  # as LR schedulers add
-    path = ocf.torch.save(tmp_path / "ckpt.ocf", {"model": model, "optimizer": optimizer})
+    path = ocf.torch.save({"model": model, "optimizer": optimizer}, tmp_path / "ckpt.ocf")
 
     fresh = torch.optim.Adam(model.parameters(), lr=torch.tensor(1.0), betas=(0.1, 0.2))
     lr = fresh.param_groups[0]["lr"]
-    ocf.torch.restore(path, {"model": model, "optimizer": fresh})
+    ocf.torch.restore({"model": model, "optimizer": fresh}, path)
     group = fresh.param_groups[0]
     assert group["lr"] is lr  # the same tensor, filled in place
     assert lr.item() == 0.125
@@ -304,11 +303,11 @@ def test_hyperparameters_restore_with_their_types_and_tensor_lr_in_place(
 def test_a_different_number_of_parameter_groups_is_refused(tmp_path: Path) -> None:
     model = mlp()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    path = ocf.torch.save(tmp_path / "ckpt.ocf", {"model": model, "optimizer": optimizer})
+    path = ocf.torch.save({"model": model, "optimizer": optimizer}, tmp_path / "ckpt.ocf")
     two_groups = torch.optim.SGD([{"params": model[0].parameters()},
                                   {"params": model[2].parameters()}], lr=0.1)
     with pytest.raises(ocf.InvalidError, match="1 parameter groups, this one 2"):
-        ocf.torch.restore(path, {"model": model, "optimizer": two_groups})
+        ocf.torch.restore({"model": model, "optimizer": two_groups}, path)
 
 
 def test_every_torch_object_names_its_tensors_as_its_values_do() -> None:
@@ -333,11 +332,11 @@ def test_python_number_state_comes_back_as_python_numbers(tmp_path: Path) -> Non
         embedding(torch.tensor([1, 3])).sum().backward()
         optimizer.step()
     assert optimizer.state[embedding.weight]["step"] == 2  # SparseAdam keeps a Python int
-    path = ocf.torch.save(tmp_path / "ckpt.ocf", {"model": embedding, "optimizer": optimizer})
+    path = ocf.torch.save({"model": embedding, "optimizer": optimizer}, tmp_path / "ckpt.ocf")
 
     fresh = nn.Embedding(5, 2, sparse=True)
     fresh_optimizer = torch.optim.SparseAdam(fresh.parameters(), lr=0.1)
-    ocf.torch.restore(path, {"model": fresh, "optimizer": fresh_optimizer}) \
+    ocf.torch.restore({"model": fresh, "optimizer": fresh_optimizer}, path) \
         .assert_consumed()
     step = fresh_optimizer.state[fresh.weight]["step"]
     assert step == 2
@@ -351,15 +350,15 @@ def test_python_number_state_comes_back_as_python_numbers(tmp_path: Path) -> Non
 
 def test_restoring_into_a_parameter_of_another_shape_names_both_shapes(
         tmp_path: Path) -> None:
-    path = ocf.torch.save(tmp_path / "ckpt.ocf", {"model": nn.Linear(3, 4)})
+    path = ocf.torch.save({"model": nn.Linear(3, 4)}, tmp_path / "ckpt.ocf")
     with pytest.raises(ocf.InvalidError, match=r"tensor 'model/weight/.value': .*shape "
                                                r"\[4, 3\] into a Parameter of shape \[5, 3\]"):
-        ocf.torch.restore(path, {"model": nn.Linear(3, 5)})
+        ocf.torch.restore({"model": nn.Linear(3, 5)}, path)
 
 
 def test_unsaved_parameters_are_reported_by_path(tmp_path: Path) -> None:
-    path = ocf.torch.save(tmp_path / "ckpt.ocf", {"model": nn.Linear(3, 4, bias=False)})
-    status = ocf.torch.restore(path, {"model": nn.Linear(3, 4)}, partial=True)
+    path = ocf.torch.save({"model": nn.Linear(3, 4, bias=False)}, tmp_path / "ckpt.ocf")
+    status = ocf.torch.restore({"model": nn.Linear(3, 4)}, path, partial=True)
     with pytest.raises(ocf.RestoreMismatchError, match="'model/bias'"):
         status.assert_existing_objects_matched()
 
@@ -596,7 +595,7 @@ def test_a_modules_own_protocol_methods_win_over_the_nn_module_adapter(tmp_path:
     torch.manual_seed(0)
     model = FineTuned()
     model.updates = 12
-    path = ocf.torch.save(tmp_path / "ckpt.ocf", {"model": model})
+    path = ocf.torch.save({"model": model}, tmp_path / "ckpt.ocf")
     with ocf.open(path) as reader:
         assert sorted(k for k in reader if k.startswith("model/")) == [
             "model/head/bias/.value", "model/head/weight/.value"]  # no backbone
@@ -607,7 +606,7 @@ def test_a_modules_own_protocol_methods_win_over_the_nn_module_adapter(tmp_path:
 
     fresh = FineTuned()
     backbone = fresh.backbone.weight.detach().clone()
-    ocf.torch.restore(path, {"model": fresh}).assert_consumed()
+    ocf.torch.restore({"model": fresh}, path).assert_consumed()
     assert fresh.updates == 12
     assert torch.equal(fresh.head.weight, model.head.weight)
     assert torch.equal(fresh.backbone.weight, backbone)  # not in the checkpoint: untouched
@@ -639,7 +638,7 @@ def test_extra_state_tensors_and_python_values_are_saved_and_handed_back(tmp_pat
                    "tag": b"\x01", "unset": None},
         "shape": (2, 3),
     }
-    path = ocf.torch.save(tmp_path / "ckpt.ocf", {"model": model})
+    path = ocf.torch.save({"model": model}, tmp_path / "ckpt.ocf")
     with ocf.open(path) as reader:  # documented keys, readable by name
         assert reader.read_tensor("model/1/.extra_state.0").tolist() == [1.5, 2.5]
         assert reader.read_tensor("model/1/.extra_state.1").tolist() == [0, 1, 2]
@@ -651,7 +650,7 @@ def test_extra_state_tensors_and_python_values_are_saved_and_handed_back(tmp_pat
     assert stored["extra_state_tensors"] == [["amax"], ["history", 0]]
 
     fresh = nn.Sequential(nn.Linear(2, 2), Calibrated())
-    ocf.torch.restore(path, {"model": fresh}).assert_consumed()
+    ocf.torch.restore({"model": fresh}, path).assert_consumed()
     received = fresh[1].received
     assert isinstance(received, dict)
     assert torch.equal(received.pop("amax"), torch.tensor([1.5, 2.5]))
@@ -682,7 +681,7 @@ def test_a_damaged_extra_state_is_refused_before_any_parameter_changes(tmp_path:
     before = [t.detach().clone() for t in fresh["a"].parameters()]
     with pytest.raises(ocf.InvalidError, match=r"damaged\.ocf: .*extra state of .*Calibrated "
                        r"has no place \['nowhere'\] for a tensor"):
-        ocf.torch.restore(path, fresh)
+        ocf.torch.restore(fresh, path)
     assert all(torch.equal(t, b) for t, b in zip(fresh["a"].parameters(), before))
     assert fresh["b"]["c"].received is None
 
@@ -690,9 +689,9 @@ def test_a_damaged_extra_state_is_refused_before_any_parameter_changes(tmp_path:
 def test_a_tensor_extra_state_comes_back_as_the_tensor(tmp_path: Path) -> None:
     model = Calibrated()
     model.extra = torch.tensor([9, 8, 7], dtype=torch.uint8)  # as Transformer Engine keeps it
-    path = ocf.torch.save(tmp_path / "ckpt.ocf", {"model": model})
+    path = ocf.torch.save({"model": model}, tmp_path / "ckpt.ocf")
     fresh = Calibrated()
-    ocf.torch.restore(path, {"model": fresh}).assert_consumed()
+    ocf.torch.restore({"model": fresh}, path).assert_consumed()
     assert isinstance(fresh.received, torch.Tensor)
     assert fresh.received.dtype == torch.uint8
     assert fresh.received.tolist() == [9, 8, 7]
@@ -708,13 +707,13 @@ class Uncalibrated(nn.Module):
 
 def test_a_checkpoint_without_extra_state_makes_no_set_extra_state_call(tmp_path: Path
                                                                          ) -> None:
-    path = ocf.torch.save(tmp_path / "ckpt.ocf", {"model": Uncalibrated()})
+    path = ocf.torch.save({"model": Uncalibrated()}, tmp_path / "ckpt.ocf")
     with ocf.open(path) as reader:
         # The state given is the root: no save_counter, which only ocf.Checkpoint adds.
         assert sorted(reader) == ["model/linear/bias/.value", "model/linear/weight/.value"]
     fresh = Calibrated()
     fresh.received = "untouched"
-    ocf.torch.restore(path, {"model": fresh}).assert_consumed()
+    ocf.torch.restore({"model": fresh}, path).assert_consumed()
     assert fresh.received == "untouched"
 
 
@@ -730,7 +729,7 @@ def test_unstorable_extra_state_is_refused_naming_the_module_path(
     model[0][1].extra = extra
     with pytest.raises(ocf.InvalidError, match=rf"'model/0/1': the extra state of Calibrated "
                                                rf"holds {shown}"):
-        ocf.torch.save(tmp_path / "ckpt.ocf", {"model": model})
+        ocf.torch.save({"model": model}, tmp_path / "ckpt.ocf")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -779,14 +778,14 @@ def test_grad_scaler_rng_and_plain_values_resume_with_the_model(tmp_path: Path) 
     torch.rand(3, generator=generator)
     state = {"model": model, "optimizer": optimizer, "scaler": scaler, "rng": generator,
              "epoch": 3, "best_loss": 0.25}
-    path = ocf.torch.save(tmp_path / "amp.ocf", state)
+    path = ocf.torch.save(state, tmp_path / "amp.ocf")
 
     fresh_model = nn.Linear(3, 2)
     fresh = {"model": fresh_model,
              "optimizer": torch.optim.SGD(fresh_model.parameters(), lr=0.1),
              "scaler": torch.amp.GradScaler("cpu", growth_interval=3),
              "rng": torch.Generator(), "epoch": 0, "best_loss": 1.0}
-    ocf.torch.restore(path, fresh)
+    ocf.torch.restore(fresh, path)
     assert fresh["scaler"].state_dict() == scaler.state_dict()
     assert fresh["scaler"].get_scale() == 512.0
     assert torch.equal(torch.rand(3, generator=fresh["rng"]), torch.rand(3, generator=generator))

@@ -62,19 +62,19 @@ def test_optimizers_with_the_same_hyperparameter_names_are_told_apart_by_class(
         tmp_path: Path) -> None:
     # torch's Adam and AdamW have the same param_group keys; only the class differs.
     model, adam = trained(torch.optim.Adam)
-    path = ocf.torch.save(tmp_path / "adam.ocf", {"model": model, "optimizer": adam})
+    path = ocf.torch.save({"model": model, "optimizer": adam}, tmp_path / "adam.ocf")
     target, adamw = trained(torch.optim.AdamW, seed=1)
     assert set(adam.param_groups[0]) == set(adamw.param_groups[0])
     with pytest.raises(ocf.InvalidError, match=r"holds a torch\.optim\.Adam, this object is a "
                                                r"torch\.optim\.AdamW"):
-        ocf.torch.restore(path, {"model": target, "optimizer": adamw})
+        ocf.torch.restore({"model": target, "optimizer": adamw}, path)
 
 
 def test_the_same_optimizer_class_restores_hyperparameters_and_state(tmp_path: Path) -> None:
     model, adamw = trained(torch.optim.AdamW, betas=(0.8, 0.9))
-    path = ocf.torch.save(tmp_path / "a.ocf", {"model": model, "optimizer": adamw})
+    path = ocf.torch.save({"model": model, "optimizer": adamw}, tmp_path / "a.ocf")
     target, fresh = trained(torch.optim.AdamW, seed=1)
-    ocf.torch.restore(path, {"model": target, "optimizer": fresh})
+    ocf.torch.restore({"model": target, "optimizer": fresh}, path)
     assert state_of(target, fresh) == state_of(model, adamw)
 
 
@@ -118,23 +118,23 @@ def test_a_scheduler_only_in_the_checkpoint_fails_at_restore_time(tmp_path: Path
 def test_a_scheduler_restores_only_into_its_own_class(tmp_path: Path) -> None:
     _, optimizer = trained(torch.optim.SGD)
     step = torch.optim.lr_scheduler.StepLR(optimizer, step_size=3)
-    path = ocf.torch.save(tmp_path / "s.ocf", {"optimizer": optimizer, "scheduler": step})
+    path = ocf.torch.save({"optimizer": optimizer, "scheduler": step}, tmp_path / "s.ocf")
     _, fresh = trained(torch.optim.SGD, seed=1)
     cosine = torch.optim.lr_scheduler.CosineAnnealingLR(fresh, T_max=10)
     with pytest.raises(ocf.InvalidError, match=r"object 'scheduler': the checkpoint holds a "
                        r"torch\.optim\.lr_scheduler\.StepLR, this object is a "
                        r"torch\.optim\.lr_scheduler\.CosineAnnealingLR"):
-        ocf.torch.restore(path, {"optimizer": fresh, "scheduler": cosine}, partial=True)
+        ocf.torch.restore({"optimizer": fresh, "scheduler": cosine}, path, partial=True)
     assert not hasattr(cosine, "step_size")
 
 
 def test_a_gradient_scaler_on_one_side_only_is_a_strict_error(tmp_path: Path) -> None:
     model, _ = trained(torch.optim.SGD)
     scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
-    path = ocf.torch.save(tmp_path / "s.ocf", {"model": model, "scaler": scaler})
+    path = ocf.torch.save({"model": model, "scaler": scaler}, tmp_path / "s.ocf")
     with pytest.raises(ocf.RestoreMismatchError, match="matched no object: 'scaler'"):
-        ocf.torch.restore(path, {"model": nn.Linear(4, 2)})
-    ocf.torch.restore(path, {"model": nn.Linear(4, 2)}, partial=True)
+        ocf.torch.restore({"model": nn.Linear(4, 2)}, path)
+    ocf.torch.restore({"model": nn.Linear(4, 2)}, path, partial=True)
 
 
 KERAS_ADAMW_INTO_SGD = textwrap.dedent("""
@@ -147,11 +147,11 @@ KERAS_ADAMW_INTO_SGD = textwrap.dedent("""
 
     saved, adamw = model(), keras.optimizers.AdamW(0.01)
     adamw.build(saved.trainable_variables)
-    path = ocf.keras.save(sys.argv[1], {"model": saved, "optimizer": adamw})
+    path = ocf.keras.save({"model": saved, "optimizer": adamw}, sys.argv[1])
     target, sgd = model(), keras.optimizers.SGD(0.1, momentum=0.9)
     sgd.build(target.trainable_variables)
     try:
-        ocf.keras.restore(path, {"model": target, "optimizer": sgd}, partial=True)
+        ocf.keras.restore({"model": target, "optimizer": sgd}, path, partial=True)
     except ocf.InvalidError as error:
         print(error)
 """)
@@ -171,11 +171,11 @@ def test_a_keras_adamw_checkpoint_is_refused_by_sgd(tmp_path: Path) -> None:
 def test_an_optax_adamw_state_is_refused_by_an_sgd_target_without_suggesting_partial(
         tmp_path: Path) -> None:
     params = {"w": jnp.ones(3)}
-    path = ocf.jax.save(tmp_path / "adamw.ocf",
-                        {"params": params, "opt_state": optax.adamw(0.1).init(params)})
+    path = ocf.jax.save({"params": params, "opt_state": optax.adamw(0.1).init(params)},
+                        tmp_path / "adamw.ocf")
     target = {"params": params, "opt_state": optax.sgd(0.1, momentum=0.9).init(params)}
     with pytest.raises(ocf.InvalidError) as caught:
-        ocf.jax.restore(path, target)
+        ocf.jax.restore(target, path)
     assert str(caught.value) == (
         f"INVALID: {path}: 1 leaves of the target received no value: 'opt_state/0/trace/w'; "
         "1 checkpoint tensors matched no leaf of the target: 'opt_state/0/count' (the "

@@ -17,14 +17,15 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 
+from ocf.format.argument_order import check_object_then_path
 from ocf.format.async_save import SaveHandle
 from ocf.format.flat import cast, read_arrays, write_arrays
+from ocf.format.save_options import WriteOptions, save_file_signature
 from ocf.format.source import AnySource
-from ocf.format.storage.backend import Layout
 from ocf.format.storage.location import StorageOptions
 from ocf.interop.registry import is_ocf, open_checkpoint
 from ocf.objects.restoring import NameMap, Rename, RestoreStatus
@@ -35,33 +36,21 @@ __all__ = ["load_file", "open", "restore", "save", "save_file"]
 
 DtypeLike = np.dtype[Any] | type | str
 
+if TYPE_CHECKING:  # Unpack is in typing from Python 3.11
+    from typing_extensions import Unpack
 
-@overload
+
+@save_file_signature
 def save_file(tensors: Mapping[str, np.ndarray], path: str | os.PathLike[str],
-              metadata: Mapping[str, object] | None = None, *, layout: Layout = "file",
-              compression: str | None = None, blocking: Literal[True] = True,
-              storage_options: StorageOptions | None = None, **options: object) -> None: ...
-
-
-@overload
-def save_file(tensors: Mapping[str, np.ndarray], path: str | os.PathLike[str],
-              metadata: Mapping[str, object] | None = None, *, layout: Layout = "file",
-              compression: str | None = None, blocking: Literal[False],
-              storage_options: StorageOptions | None = None,
-              **options: object) -> SaveHandle: ...
-
-
-def save_file(tensors: Mapping[str, np.ndarray], path: str | os.PathLike[str],
-              metadata: Mapping[str, object] | None = None, *, layout: Layout = "file",
-              compression: str | None = None, blocking: bool = True,
-              storage_options: StorageOptions | None = None,
-              **options: object) -> SaveHandle | None:
+              metadata: Mapping[str, object] | None = None, *, blocking: bool = True,
+              **options: Unpack[WriteOptions]) -> SaveHandle | None:
     """Write ``tensors`` (key -> array) as one checkpoint at ``path``, atomically.
 
-    ``layout`` is ``"file"`` or ``"directory"`` (an index and shard files);
-    ``compression`` ``None`` or ``"zstd"``; ``storage_options`` go to fsspec
-    for a URL such as ``s3://bucket/ckpt``. ``options`` go to :class:`Writer`
-    (chunk_size, byte_shuffle, compression_level, max_shard_size, threads).
+    The options (:class:`ocf.format.save_options.WriteOptions`) go to
+    :class:`ocf.Writer`: ``layout`` is ``"file"`` or ``"directory"`` (an
+    index and shard files); ``compression`` ``None`` or ``"zstd"``;
+    ``storage_options`` go to fsspec for a URL such as ``s3://bucket/ckpt``;
+    chunk_size, byte_shuffle, compression_level, max_shard_size, threads.
     With ``blocking=False`` it returns a :class:`ocf.SaveHandle` as soon as
     the tensors are copied to host memory, and writes and commits in the
     background.
@@ -71,9 +60,8 @@ def save_file(tensors: Mapping[str, np.ndarray], path: str | os.PathLike[str],
         ...               metadata={"epoch": 3})
         >>> ocf.save_file(tensors, "ckpt", layout="directory", compression="zstd")
     """
-    return write_arrays(tensors, path, metadata=metadata, layout=layout,
-                        compression=compression, blocking=blocking,
-                        storage_options=storage_options, options=options)
+    check_object_then_path("save_file", tensors, path, first_name="tensors")
+    return write_arrays(tensors, path, metadata=metadata, blocking=blocking, options=options)
 
 
 def load_file(path: str | os.PathLike[str], keys: Iterable[str] | None = None, *,
@@ -127,24 +115,20 @@ def open(path: str | os.PathLike[str], *, verify: bool = True,
 
 
 @overload
-def save(path: str | os.PathLike[str], state: object,
-         metadata: Mapping[str, object] | None = None, *, layout: Layout = "file",
-         compression: str | None = None, blocking: Literal[True] = True,
-         storage_options: StorageOptions | None = None, **options: object) -> str: ...
+def save(state: object, path: str | os.PathLike[str],
+         metadata: Mapping[str, object] | None = None, *, blocking: Literal[True] = True,
+         **options: Unpack[WriteOptions]) -> str: ...
 
 
 @overload
-def save(path: str | os.PathLike[str], state: object,
-         metadata: Mapping[str, object] | None = None, *, layout: Layout = "file",
-         compression: str | None = None, blocking: Literal[False],
-         storage_options: StorageOptions | None = None, **options: object) -> SaveHandle: ...
+def save(state: object, path: str | os.PathLike[str],
+         metadata: Mapping[str, object] | None = None, *, blocking: Literal[False],
+         **options: Unpack[WriteOptions]) -> SaveHandle: ...
 
 
-def save(path: str | os.PathLike[str], state: object,
-         metadata: Mapping[str, object] | None = None, *, layout: Layout = "file",
-         compression: str | None = None, blocking: bool = True,
-         storage_options: StorageOptions | None = None,
-         **options: object) -> str | SaveHandle:
+def save(state: object, path: str | os.PathLike[str],
+         metadata: Mapping[str, object] | None = None, *, blocking: bool = True,
+         **options: Unpack[WriteOptions]) -> str | SaveHandle:
     """Write ``state`` (a trackable object, or a dict or list of them and of arrays)
     as the root of an object-based checkpoint at ``path``; return the path.
 
@@ -152,16 +136,15 @@ def save(path: str | os.PathLike[str], state: object,
 
     Examples:
         >>> state = {"params": {"w": np.ones((4, 2))}, "step": np.array(10)}
-        >>> ocf.numpy.save("state.ocf", state)
+        >>> ocf.numpy.save(state, "state.ocf")
         >>> # ocf.torch.save is this function:
-        >>> ocf.torch.save("ckpt.ocf", {"model": net, "optimizer": opt})
+        >>> ocf.torch.save({"model": net, "optimizer": opt}, "ckpt.ocf")
     """
-    return save_root(state, path, metadata=metadata, blocking=blocking,
-                     options={"layout": layout, "compression": compression,
-                              "storage_options": storage_options, **options})
+    check_object_then_path("save", state, path)
+    return save_root(state, path, metadata=metadata, blocking=blocking, options=options)
 
 
-def restore(path: str | os.PathLike[str], target: object, *, start: str = "",
+def restore(target: object, path: str | os.PathLike[str], *, start: str = "",
             partial: bool = False, cast: bool = False, name_map: NameMap | None = None,
             rename: Rename | None = None, verify: bool = True,
             storage_options: StorageOptions | None = None) -> RestoreStatus:
@@ -179,10 +162,11 @@ def restore(path: str | os.PathLike[str], target: object, *, start: str = "",
 
     Examples:
         >>> state = {"params": {"w": np.zeros((4, 2))}, "step": np.array(0)}
-        >>> ocf.numpy.restore("state.ocf", state)  # in place, strict
+        >>> ocf.numpy.restore(state, "state.ocf")  # in place, strict
         >>> # ocf.torch.restore is this function:
-        >>> ocf.torch.restore("ckpt.ocf", {"model": net})
+        >>> ocf.torch.restore({"model": net}, "ckpt.ocf")
     """
+    check_object_then_path("restore", target, path, first_name="target")
     return restore_objects(target, path, start=start, partial=partial, cast=cast,
                            name_map=name_map, rename=rename, verify=verify,
                            storage_options=storage_options)

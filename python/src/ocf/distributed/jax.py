@@ -15,10 +15,10 @@ the regions its devices hold, whatever mesh and process count saved them.
 
 Example::
 
-    ocf.distributed.jax.save("run/ckpt-100", state)            # on every process
+    ocf.distributed.jax.save(state, "run/ckpt-100")            # on every process
     abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype,
                                                            sharding=new_sharding), state)
-    state = ocf.distributed.jax.restore("run/ckpt-100", abstract)
+    state = ocf.distributed.jax.restore(abstract, "run/ckpt-100")
 """
 
 from __future__ import annotations
@@ -31,14 +31,15 @@ import jax
 import numpy as np
 from jax.experimental import multihost_utils
 
-from ocf.distributed.parts import PartWriter, Slice, merge_parts, new_save_id
+from ocf.distributed.parts import LocalBox, PartWriter, merge_parts, new_save_id
 from ocf.distributed.resharding import RESHARD_CHUNK_SIZE, RESHARD_TILE_BYTES
+from ocf.format.argument_order import check_object_then_path
 from ocf.format.errors import InvalidError
 from ocf.format.reader import Reader
 from ocf.format.storage.location import StorageOptions
 
 
-def save(path: str | os.PathLike[str], tree: Any, *,
+def save(tree: Any, path: str | os.PathLike[str], *,
          metadata: Mapping[str, object] | None = None, **options: Any) -> None:
     """Write this process's shards of every leaf of ``tree`` as its part of the
     checkpoint at ``path``; call on every process with the same arguments.
@@ -50,8 +51,9 @@ def save(path: str | os.PathLike[str], tree: Any, *,
 
     Examples:
         >>> jax.distributed.initialize(...)  # every process, then:
-        >>> ocf.distributed.jax.save("run/ckpt-100", {"params": params, "step": step})
+        >>> ocf.distributed.jax.save({"params": params, "step": step}, "run/ckpt-100")
     """
+    check_object_then_path("ocf.distributed.jax.save", tree, path, first_name="tree")
     options.setdefault("chunk_size", RESHARD_CHUNK_SIZE)
     options.setdefault("tile_bytes", RESHARD_TILE_BYTES)
     me, count = jax.process_index(), jax.process_count()
@@ -71,7 +73,7 @@ def save(path: str | os.PathLike[str], tree: Any, *,
         raise InvalidError(f"{what}; the checkpoint is not committed", path=os.fspath(path))
 
 
-def restore(path: str | os.PathLike[str], target: Any, *, verify: bool = True,
+def restore(target: Any, path: str | os.PathLike[str], *, verify: bool = True,
             storage_options: StorageOptions | None = None) -> Any:
     """A tree like ``target`` whose leaves are arrays with the target leaves' shardings,
     read from the checkpoint at ``path``: each process reads only what its devices hold.
@@ -80,8 +82,9 @@ def restore(path: str | os.PathLike[str], target: Any, *, verify: bool = True,
     Examples:
         >>> abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(
         ...     x.shape, x.dtype, sharding=NamedSharding(mesh, P("data"))), params)
-        >>> params = ocf.distributed.jax.restore("run/ckpt-100", abstract)
+        >>> params = ocf.distributed.jax.restore(abstract, "run/ckpt-100")
     """
+    check_object_then_path("ocf.distributed.jax.restore", target, path, first_name="target")
     with Reader(path, verify=verify, storage_options=storage_options) as reader:
         return read_tree(reader, target)
 
@@ -131,25 +134,25 @@ def _write_part(path: str | os.PathLike[str], tree: Any, me: int, count: int, sa
         for leaf_path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
             key = leaf_key(leaf_path)
             for box in _boxes(key, leaf, me):
-                if isinstance(box, Slice):
+                if isinstance(box, LocalBox):
                     writer.write_slice(key, np.asarray(box.value), box.start, box.shape)
                 else:
                     writer.write(key, box)
 
 
-def _boxes(key: str, leaf: Any, me: int) -> list[Slice | np.ndarray]:
+def _boxes(key: str, leaf: Any, me: int) -> list[LocalBox | np.ndarray]:
     """What this process stores of ``leaf``: its replica-0 shards of a jax.Array, or the
     whole value on process 0 for anything else."""
     if not isinstance(leaf, jax.Array):
         return [np.asarray(leaf)] if me == 0 else []
     if leaf.is_fully_replicated:
         return [np.asarray(leaf.addressable_shards[0].data)] if me == 0 else []
-    boxes: list[Slice | np.ndarray] = []
+    boxes: list[LocalBox | np.ndarray] = []
     for shard in leaf.addressable_shards:
         if shard.replica_id != 0:
             continue
         start = tuple(s.indices(n)[0] for s, n in zip(shard.index, leaf.shape))
-        boxes.append(Slice(np.asarray(shard.data), start, tuple(leaf.shape)))
+        boxes.append(LocalBox(np.asarray(shard.data), start, tuple(leaf.shape)))
     return boxes
 
 

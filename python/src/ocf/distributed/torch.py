@@ -2,7 +2,7 @@
 
 :func:`save` is collective: every rank of the process group writes its part
 of one checkpoint into a directory that all ranks see (the tensors it owns
-whole, and its boxes of partitioned tensors as :class:`ocf.distributed.parts.Slice`),
+whole, and its boxes of partitioned tensors as :class:`ocf.distributed.parts.LocalBox`),
 rank 0 merges once every rank reports its part written, and every rank
 returns only when the checkpoint is committed, or raises the same error
 when it is not. No tensor travels between ranks; only a save id and small
@@ -31,8 +31,9 @@ import torch
 import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
-from ocf.distributed.parts import Slice, merge_parts, new_save_id, write_part
+from ocf.distributed.parts import LocalBox, merge_parts, new_save_id, write_part
 from ocf.distributed.resharding import RESHARD_CHUNK_SIZE, RESHARD_TILE_BYTES
+from ocf.format.argument_order import check_object_then_path
 from ocf.format.errors import ERROR_CLASSES, Category, InvalidError, OCFError
 from ocf.format.object_graph import Node
 from ocf.format.reader import Reader
@@ -57,7 +58,7 @@ class SaveError(RuntimeError):
 
     Examples:
         >>> try:
-        ...     ocf.distributed.torch.save("ckpt", {"table": shard})
+        ...     ocf.distributed.torch.save({"table": shard}, "ckpt")
         ... except ocf.distributed.torch.SaveError as error:
         ...     print(error)  # the same error on every rank
     """
@@ -77,7 +78,7 @@ class Loaded:
     bytes_needed: int  # bytes of the regions asked for
 
 
-def save(path: str | os.PathLike[str], tensors: Mapping[str, object], *,
+def save(tensors: Mapping[str, object], path: str | os.PathLike[str], *,
          metadata: Mapping[str, object] | None = None,
          object_graph: Sequence[Node] | None = None,
          group: dist.ProcessGroup | None = None, **options: object) -> None:
@@ -85,7 +86,7 @@ def save(path: str | os.PathLike[str], tensors: Mapping[str, object], *,
 
     Call on every rank of ``group`` with the same ``path``. Values are
     tensors or arrays (stored whole, owned by this rank alone),
-    :class:`ocf.distributed.parts.Slice` boxes of tensors partitioned across ranks,
+    :class:`ocf.distributed.parts.LocalBox` boxes of tensors partitioned across ranks,
     or DTensors (FSDP2's parameters and optimizer states, tensor parallel
     shards: each rank stores its local shard as a box of the global tensor;
     of replicas, only the rank at coordinate 0 of the replicated mesh
@@ -101,9 +102,10 @@ def save(path: str | os.PathLike[str], tensors: Mapping[str, object], *,
     refuses the parts; the checkpoint is then not committed.
 
     Examples:
-        >>> rows = Slice(table_rows, start=(4 * rank, 0), shape=(8, 5))
-        >>> ocf.distributed.torch.save("ckpt", {"table": rows, "step": step})  # collective
+        >>> rows = LocalBox(table_rows, start=(4 * rank, 0), shape=(8, 5))
+        >>> ocf.distributed.torch.save({"table": rows, "step": step}, "ckpt")  # collective
     """
+    check_object_then_path("ocf.distributed.torch.save", tensors, path, first_name="tensors")
     rank, world = dist.get_rank(group), dist.get_world_size(group)
     options.setdefault("chunk_size", RESHARD_CHUNK_SIZE)
     options.setdefault("tile_bytes", RESHARD_TILE_BYTES)
@@ -123,8 +125,8 @@ def save(path: str | os.PathLike[str], tensors: Mapping[str, object], *,
                 group)
 
 
-def save_numbered(directory: str | os.PathLike[str], number: int,
-                  tensors: Mapping[str, object], *, max_to_keep: int | None = 5,
+def save_numbered(tensors: Mapping[str, object], directory: str | os.PathLike[str],
+                  number: int, *, max_to_keep: int | None = 5,
                   group: dist.ProcessGroup | None = None, **options: Any) -> str:
     """:func:`save` to ``<directory>/ckpt-<number>``, then record it as the latest.
 
@@ -135,10 +137,12 @@ def save_numbered(directory: str | os.PathLike[str], number: int,
     ``storage_options`` among ``options``.
 
     Examples:
-        >>> path = ocf.distributed.torch.save_numbered("training", step, {"table": rows})
+        >>> path = ocf.distributed.torch.save_numbered({"table": rows}, "training", step)
     """
+    check_object_then_path("ocf.distributed.torch.save_numbered", tensors, directory,
+                           first_name="tensors")
     path = join_path(directory, f"ckpt-{number}")
-    save(path, tensors, group=group, **options)
+    save(tensors, path, group=group, **options)
     store = options.get("storage_options")
 
     def record() -> None:
@@ -178,7 +182,7 @@ def load(path: str | os.PathLike[str], wanted: Mapping[str, Region], *,
         return Loaded(out, reader.bytes_read, needed)
 
 
-def load_into(path: str | os.PathLike[str], state: Mapping[str, torch.Tensor], *,
+def load_into(state: Mapping[str, torch.Tensor], path: str | os.PathLike[str], *,
               verify: bool = True, storage_options: Mapping[str, Any] | None = None) -> int:
     """Fill each tensor of ``state`` in place from the checkpoint at ``path``: a DTensor
     receives the region of the global tensor its local shard covers, whatever mesh and
@@ -187,8 +191,9 @@ def load_into(path: str | os.PathLike[str], state: Mapping[str, torch.Tensor], *
 
     Examples:
         >>> state = {"w": distribute_tensor(torch.empty(8, 4), mesh, [Shard(1)])}
-        >>> bytes_read = ocf.distributed.torch.load_into("run/ckpt-3", state)
+        >>> bytes_read = ocf.distributed.torch.load_into(state, "run/ckpt-3")
     """
+    check_object_then_path("ocf.distributed.torch.load_into", state, path)
     with Reader(path, verify=verify, storage_options=storage_options) as reader:
         plan = [(key, target, _target_region(key, target)) for key, target in state.items()]
         for key, target, _ in plan:
@@ -286,8 +291,8 @@ def _from_rank_0(value: object, group: dist.ProcessGroup | None) -> Any:
 
 
 def _numpy(key: str, value: object) -> object:
-    """Torch tensors (whole or as a Slice's value) as NumPy arrays, sharing memory; a
-    DTensor as the Slice of the global tensor this rank holds, or None when another
+    """Torch tensors (whole or as a LocalBox's value) as NumPy arrays, sharing memory; a
+    DTensor as the LocalBox of the global tensor this rank holds, or None when another
     rank holds the same replica, or when this rank's shard holds no element (the other
     ranks' shards hold them all). A DTensor without elements is stored whole, once: by
     the rank at coordinate 0 of every mesh dimension."""
@@ -301,12 +306,12 @@ def _numpy(key: str, value: object) -> object:
         if box is None or not _writes_replica(value):
             return None
         start, _ = box
-        return Slice(to_numpy(value.to_local(), key), start, tuple(value.shape))
-    if isinstance(value, Slice) and isinstance(value.value, torch.Tensor):
-        return Slice(to_numpy(value.value, key), value.start, value.shape)
+        return LocalBox(to_numpy(value.to_local(), key), start, tuple(value.shape))
+    if isinstance(value, LocalBox) and isinstance(value.value, torch.Tensor):
+        return LocalBox(to_numpy(value.value, key), value.start, value.shape)
     if isinstance(value, torch.Tensor):
         return to_numpy(value, key)
-    if isinstance(value, (Slice, np.ndarray)):
+    if isinstance(value, (LocalBox, np.ndarray)):
         return value
     return np.asarray(value)
 

@@ -21,7 +21,6 @@ import numpy as np
 from ocf.format.async_save import SaveHandle, Snapshot, frozen_metadata, submit, wait_for_pending
 from ocf.format.errors import InvalidError
 from ocf.format.reader import Reader
-from ocf.format.storage.backend import Layout
 from ocf.format.storage.location import Location, StorageOptions
 from ocf.format.writer import Writer
 
@@ -53,14 +52,12 @@ def check_writer_options(options: Mapping[str, object]) -> None:
 
 
 def write_arrays(tensors: Mapping[str, np.ndarray], path: str | os.PathLike[str], *,
-                 metadata: Mapping[str, object] | None, layout: Layout,
-                 compression: str | None, blocking: bool,
-                 storage_options: StorageOptions | None,
+                 metadata: Mapping[str, object] | None, blocking: bool,
                  options: Mapping[str, object]) -> SaveHandle | None:
-    """Write ``tensors`` as one checkpoint at ``path``; in the background when not
+    """Write ``tensors`` as one checkpoint at ``path`` with the Writer ``options``
+    (:class:`ocf.format.save_options.WriteOptions`); in the background when not
     ``blocking``, once the tensors are copied (:mod:`ocf.format.async_save`)."""
-    settings = {"layout": layout, "compression": compression,
-                "storage_options": storage_options, **options}
+    settings = dict(options)
     check_writer_options(settings)
     if not blocking:
         frozen = frozen_metadata(metadata)

@@ -9,9 +9,9 @@ Whole pytrees (dicts, lists, tuples, namedtuples, registered dataclasses,
 Flax params, optax states) as object graphs; JAX arrays are immutable, so
 a restore returns a new tree shaped like its target, which may be abstract::
 
-    ocf.jax.save("ckpt.ocf", {"params": params, "opt_state": opt_state})
+    ocf.jax.save({"params": params, "opt_state": opt_state}, "ckpt.ocf")
     target = jax.eval_shape(init)                     # jax.ShapeDtypeStruct leaves
-    state = ocf.jax.restore("ckpt.ocf", target)
+    state = ocf.jax.restore(target, "ckpt.ocf")
 
 In an :class:`ocf.Checkpoint`, next to other objects::
 
@@ -33,7 +33,7 @@ Optimizer moments become slot variables of their parameters
 :class:`~ocf.jax.translations.Translation` (:data:`~ocf.jax.translations.TORCH_TO_FLAX`),
 and trees save through one for other frameworks::
 
-    ocf.jax.save("ckpt.ocf", params, translation=ocf.jax.FLAX_TO_TORCH)
+    ocf.jax.save(params, "ckpt.ocf", translation=ocf.jax.FLAX_TO_TORCH)
     ocf.restore(torch_model, "ckpt.ocf").assert_consumed()
 """
 

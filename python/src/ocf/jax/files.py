@@ -9,37 +9,25 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal, overload
+from typing import TYPE_CHECKING, Any
 
 from ocf import numpy as ocf_numpy
+from ocf.format.argument_order import check_object_then_path
 from ocf.format.async_save import SaveHandle
 from ocf.format.flat import Converted, write_arrays
-from ocf.format.storage.backend import Layout
+from ocf.format.save_options import WriteOptions, save_file_signature
 from ocf.format.storage.location import StorageOptions
 from ocf.jax._framework import jax
 from ocf.jax.tree_view import to_numpy
 
+if TYPE_CHECKING:  # Unpack is in typing from Python 3.11
+    from typing_extensions import Unpack
 
-@overload
+
+@save_file_signature
 def save_file(tensors: Mapping[str, Any], path: str | os.PathLike[str],
-              metadata: Mapping[str, object] | None = None, *, layout: Layout = "file",
-              compression: str | None = None, blocking: Literal[True] = True,
-              storage_options: StorageOptions | None = None, **options: object) -> None: ...
-
-
-@overload
-def save_file(tensors: Mapping[str, Any], path: str | os.PathLike[str],
-              metadata: Mapping[str, object] | None = None, *, layout: Layout = "file",
-              compression: str | None = None, blocking: Literal[False],
-              storage_options: StorageOptions | None = None,
-              **options: object) -> SaveHandle: ...
-
-
-def save_file(tensors: Mapping[str, Any], path: str | os.PathLike[str],
-              metadata: Mapping[str, object] | None = None, *, layout: Layout = "file",
-              compression: str | None = None, blocking: bool = True,
-              storage_options: StorageOptions | None = None,
-              **options: object) -> SaveHandle | None:
+              metadata: Mapping[str, object] | None = None, *, blocking: bool = True,
+              **options: Unpack[WriteOptions]) -> SaveHandle | None:
     """Write ``tensors`` (key -> JAX or NumPy array) as one checkpoint, atomically.
 
     The options are those of :func:`ocf.numpy.save_file`.
@@ -47,9 +35,9 @@ def save_file(tensors: Mapping[str, Any], path: str | os.PathLike[str],
     Examples:
         >>> ocf.jax.save_file({"w": jnp.ones((4, 2))}, "model.ocf", metadata={"step": 10})
     """
-    return write_arrays(Converted(tensors, to_numpy), path, metadata=metadata, layout=layout,
-                        compression=compression, blocking=blocking,
-                        storage_options=storage_options, options=options)
+    check_object_then_path("ocf.jax.save_file", tensors, path, first_name="tensors")
+    return write_arrays(Converted(tensors, to_numpy), path, metadata=metadata,
+                        blocking=blocking, options=options)
 
 
 def load_file(path: str | os.PathLike[str], keys: Iterable[str] | None = None, *,

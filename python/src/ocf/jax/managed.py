@@ -93,7 +93,7 @@ class TreeManager:
                                     path=self.directory)
         else:
             path = join_path(self.directory, f"{self._name}-{int(step)}")
-        return restore(path, target, start=EDGE, partial=partial, cast=cast,
+        return restore(target, path, start=EDGE, partial=partial, cast=cast,
                        storage_options=self._storage_options)
 
     def latest_step(self) -> int | None:

@@ -6,10 +6,10 @@ the same model in Flax: a ``torch.nn.Linear`` keeps ``weight`` of shape
 (out, in), a ``flax.linen.Dense`` keeps ``kernel`` of shape (in, out). A
 :class:`Translation` bridges the two, in both directions:
 
-- restoring (``ocf.jax.restore(path, target, translation=...)``): for every leaf
+- restoring (``ocf.jax.restore(target, path, translation=...)``): for every leaf
   of the target named in its rules, it looks up the checkpoint edge of
   another name and converts the stored array before the check;
-- saving (``ocf.jax.save(path, tree, translation=...)``): every such leaf is
+- saving (``ocf.jax.save(tree, path, translation=...)``): every such leaf is
   written under the other name, converted into the other layout, so the
   checkpoint restores by structure into the other framework's model
   (``ocf.restore(torch_model, path)``).
@@ -110,7 +110,7 @@ class Translation:
 
     Examples:
         >>> rename = ocf.jax.TORCH_TO_FLAX.rename({"Dense_0": "fc1"})
-        >>> params = ocf.jax.restore("torch_model.ocf", flax_params, translation=rename)
+        >>> params = ocf.jax.restore(flax_params, "torch_model.ocf", translation=rename)
     """
 
     # tree leaf name -> its rule (LeafRule)
@@ -234,16 +234,16 @@ transposed, ``weight``/``running_mean``/``running_var`` mapped to Flax's names, 
 ``exp_avg``/``exp_avg_sq`` into optax's ``mu``/``nu``.
 
 Examples:
-    >>> params = ocf.jax.restore("trained_in_torch.ocf", flax_params,
+    >>> params = ocf.jax.restore(flax_params, "trained_in_torch.ocf",
     ...                          translation=ocf.jax.TORCH_TO_FLAX)
 """
-# The same translation, named for its other use: ocf.jax.save(path, params,
+# The same translation, named for its other use: ocf.jax.save(params, path,
 # translation=FLAX_TO_TORCH) writes Flax parameters as PyTorch names and lays them out.
 FLAX_TO_TORCH = TORCH_TO_FLAX
 """The same translation as :data:`TORCH_TO_FLAX`, named for saving: a Flax tree written
 with it restores into the equivalent PyTorch model.
 
 Examples:
-    >>> ocf.jax.save("for_torch.ocf", {"model": params}, translation=ocf.jax.FLAX_TO_TORCH)
-    >>> ocf.torch.restore("for_torch.ocf", {"model": torch_model})
+    >>> ocf.jax.save({"model": params}, "for_torch.ocf", translation=ocf.jax.FLAX_TO_TORCH)
+    >>> ocf.torch.restore({"model": torch_model}, "for_torch.ocf")
 """

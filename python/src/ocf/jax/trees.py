@@ -1,7 +1,7 @@
 """Saving pytrees as object graphs and restoring them into new trees.
 
-``save(path, tree)`` writes the tree as the root of an object-based
-checkpoint; ``restore(path, target)`` matches the checkpoint's graph
+``save(tree, path)`` writes the tree as the root of an object-based
+checkpoint; ``restore(target, path)`` matches the checkpoint's graph
 against ``target`` by structure and returns a new tree. :class:`TreeState`
 puts a tree into an :class:`ocf.Checkpoint` next to other objects.
 """
@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ocf.format.argument_order import check_object_then_path
 from ocf.format.async_save import SaveHandle
 from ocf.format.errors import InvalidError
 from ocf.format.metadata import MetadataValue
 from ocf.format.object_graph import ObjectGraph
-from ocf.format.storage.backend import Layout
+from ocf.format.save_options import WriteOptions
 from ocf.format.storage.location import StorageOptions
 from ocf.interop.registry import open_checkpoint
 from ocf.jax import slots
@@ -29,6 +30,9 @@ from ocf.objects.restoring import NameMap, Rename
 from ocf.objects.restoring import restore as restore_objects
 from ocf.objects.saving import save_root
 from ocf.objects.tracking import VALUE
+
+if TYPE_CHECKING:  # Unpack is in typing from Python 3.11
+    from typing_extensions import Unpack
 
 
 def view_of(tree: Any, *, file: str | None = None, translation: Translation | None = None,
@@ -44,12 +48,10 @@ def view_of(tree: Any, *, file: str | None = None, translation: Translation | No
     return view
 
 
-def save(path: str | os.PathLike[str], state: Any,
+def save(state: Any, path: str | os.PathLike[str],
          metadata: Mapping[str, object] | None = None, *,
-         translation: Translation | None = None, layout: Layout = "file",
-         compression: str | None = None, blocking: bool = True,
-         storage_options: StorageOptions | None = None,
-         **options: object) -> str | SaveHandle:
+         translation: Translation | None = None, blocking: bool = True,
+         **options: Unpack[WriteOptions]) -> str | SaveHandle:
     """Write the pytree ``state`` as an object-based checkpoint at ``path``; return the path.
 
     ``translation`` writes the tree in another framework's names and array
@@ -58,15 +60,14 @@ def save(path: str | os.PathLike[str], state: Any,
     :func:`ocf.numpy.save`.
 
     Examples:
-        >>> ocf.jax.save("ckpt.ocf", {"params": params, "opt_state": opt_state})
+        >>> ocf.jax.save({"params": params, "opt_state": opt_state}, "ckpt.ocf")
     """
+    check_object_then_path("ocf.jax.save", state, path)
     root = view_of(state, translation=translation, saving=translation is not None).root
-    return save_root(root, path, metadata=metadata, blocking=blocking,
-                     options={"layout": layout, "compression": compression,
-                              "storage_options": storage_options, **options})
+    return save_root(root, path, metadata=metadata, blocking=blocking, options=options)
 
 
-def restore(path: str | os.PathLike[str], target: Any, *, start: str = "",
+def restore(target: Any, path: str | os.PathLike[str], *, start: str = "",
             partial: bool = False, cast: bool = False, translation: Translation | None = None,
             name_map: NameMap | None = None, rename: Rename | None = None,
             verify: bool = True, storage_options: StorageOptions | None = None) -> Any:
@@ -94,8 +95,9 @@ def restore(path: str | os.PathLike[str], target: Any, *, start: str = "",
 
     Examples:
         >>> target = jax.eval_shape(init)  # abstract leaves: jax.ShapeDtypeStruct
-        >>> state = ocf.jax.restore("ckpt.ocf", target)  # a new tree
+        >>> state = ocf.jax.restore(target, "ckpt.ocf")  # a new tree
     """
+    check_object_then_path("ocf.jax.restore", target, path, first_name="target")
     file = os.fspath(path)
     view = view_of(target, file=file, translation=translation, cast=cast)
     graph = _object_graph(file, storage_options)

@@ -16,14 +16,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ocf.format.errors import InvalidError
 from ocf.format.flat import write_arrays
-from ocf.format.storage.backend import Layout
+from ocf.format.save_options import WriteOptions
 from ocf.format.storage.location import StorageOptions
 from ocf.interop.registry import open_checkpoint
+
+if TYPE_CHECKING:  # Unpack is in typing from Python 3.11
+    from typing_extensions import Unpack
 
 
 class Saver:
@@ -48,11 +52,8 @@ class Saver:
         global_step: int | None = None,
         *,
         metadata: Mapping[str, object] | None = None,
-        layout: Layout = "file",
-        compression: str | None = None,
         blocking: bool = True,
-        storage_options: StorageOptions | None = None,
-        **options: object,
+        **options: Unpack[WriteOptions],
     ) -> str:
         """Write every array under its name; returns the path written.
 
@@ -61,9 +62,8 @@ class Saver:
         :func:`ocf.numpy.save_file`.
         """
         target = os.fspath(path) + ("" if global_step is None else f"-{int(global_step)}")
-        write_arrays(self.var_list, target, metadata=metadata, layout=layout,
-                     compression=compression, blocking=blocking,
-                     storage_options=storage_options, options=options)
+        write_arrays(self.var_list, target, metadata=metadata, blocking=blocking,
+                     options=options)
         return target
 
     def restore(self, path: str | os.PathLike[str], *, verify: bool = True,

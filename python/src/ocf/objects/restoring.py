@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from ocf.format.argument_order import check_object_then_path
 from ocf.format.errors import InvalidError, NotFoundError, OCFError
 from ocf.format.object_graph import ObjectGraph, SlotRef
 from ocf.format.source import AnySource
@@ -359,6 +360,7 @@ def restore(root: object, path: str | os.PathLike[str], *, start: str = "",
         >>> status = ocf.restore({"model": model, "optimizer": optimizer}, "training/ckpt-3")
         >>> ocf.restore(model, "ckpt.ocf", start="model")  # the subgraph under the edge "model"
     """
+    check_object_then_path("ocf.restore", root, path, first_name="root")
     mapped = None if rename is None else path_mapper(rename)
     return _restore(root, os.fspath(path), start, not partial, cast, name_map, mapped,
                     verify, storage_options)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ocf.format.argument_order import check_object_then_path
 from ocf.format.async_save import SaveHandle, Snapshot, frozen_metadata, submit, wait_for_pending
 from ocf.format.errors import InvalidError, OCFError
 from ocf.format.flat import check_writer_options
@@ -153,6 +154,7 @@ def write(root: object, path: str | os.PathLike[str], *,
     Examples:
         >>> ocf.write({"model": model, "step": ocf.Variable(np.array(10))}, "state.ocf")
     """
+    check_object_then_path("ocf.write", root, path, first_name="root")
     wait_for_pending()  # never two saves at once (ocf.format.async_save)
     graph = collect(root)
     return write_graph(graph.nodes, graph.tensors, path, metadata, options)

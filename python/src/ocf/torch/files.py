@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal, overload
+from typing import TYPE_CHECKING, Any
 
 from ocf import numpy as ocf_numpy
+from ocf.format.argument_order import check_object_then_path
 from ocf.format.async_save import SaveHandle
 from ocf.format.errors import InvalidError, NotFoundError
 from ocf.format.flat import Converted, write_arrays
 from ocf.format.reader import Reader
+from ocf.format.save_options import WriteOptions, save_file_signature
 from ocf.format.source import AnySource
-from ocf.format.storage.backend import Layout
 from ocf.format.storage.location import StorageOptions
 from ocf.interop.registry import is_ocf, open_checkpoint
 from ocf.torch._framework import torch
@@ -31,27 +32,14 @@ from ocf.torch.tensors import from_numpy, is_uninitialized, to_numpy
 # the tensor to return (moved, cast, or the CPU tensor itself).
 Device = str | torch.device | Callable[[str, torch.Tensor], torch.Tensor]
 
+if TYPE_CHECKING:  # Unpack is in typing from Python 3.11
+    from typing_extensions import Unpack
 
-@overload
+
+@save_file_signature
 def save_file(tensors: Mapping[str, torch.Tensor], path: str | os.PathLike[str],
-              metadata: Mapping[str, object] | None = None, *, layout: Layout = "file",
-              compression: str | None = None, blocking: Literal[True] = True,
-              storage_options: StorageOptions | None = None, **options: object) -> None: ...
-
-
-@overload
-def save_file(tensors: Mapping[str, torch.Tensor], path: str | os.PathLike[str],
-              metadata: Mapping[str, object] | None = None, *, layout: Layout = "file",
-              compression: str | None = None, blocking: Literal[False],
-              storage_options: StorageOptions | None = None,
-              **options: object) -> SaveHandle: ...
-
-
-def save_file(tensors: Mapping[str, torch.Tensor], path: str | os.PathLike[str],
-              metadata: Mapping[str, object] | None = None, *, layout: Layout = "file",
-              compression: str | None = None, blocking: bool = True,
-              storage_options: StorageOptions | None = None,
-              **options: object) -> SaveHandle | None:
+              metadata: Mapping[str, object] | None = None, *, blocking: bool = True,
+              **options: Unpack[WriteOptions]) -> SaveHandle | None:
     """Write ``tensors`` (key -> tensor) as one checkpoint at ``path``, atomically.
 
     The options are those of :func:`ocf.numpy.save_file`. CPU tensors are
@@ -68,9 +56,9 @@ def save_file(tensors: Mapping[str, torch.Tensor], path: str | os.PathLike[str],
                                path=path, key=key)
         return to_numpy(tensor, key)
 
+    check_object_then_path("ocf.torch.save_file", tensors, path, first_name="tensors")
     return write_arrays(Converted(tensors, checked_numpy), path, metadata=metadata,
-                        layout=layout, compression=compression, blocking=blocking,
-                        storage_options=storage_options, options=options)
+                        blocking=blocking, options=options)
 
 
 def load_file(path: str | os.PathLike[str], keys: Iterable[str] | None = None, *,
@@ -132,17 +120,19 @@ def _object_hint(source: AnySource) -> str:
     elif source.object_graph is None:
         return ""
     return ("; this is an object-based checkpoint (ocf.torch.save, ocf.Checkpoint): restore "
-            "it with ocf.torch.restore(path, {\"model\": model, ...})")
+            "it with ocf.torch.restore({\"model\": model, ...}, path)")
 
 
 def save_model(model: torch.nn.Module, path: str | os.PathLike[str], *,
-               metadata: Mapping[str, object] | None = None, **options: object) -> None:
+               metadata: Mapping[str, object] | None = None,
+               **options: Unpack[WriteOptions]) -> None:
     """Save ``model.state_dict()`` as a flat (name-based) checkpoint.
 
     Examples:
         >>> ocf.torch.save_model(net, "weights.ocf")
     """
-    save_file(model.state_dict(), path, metadata, **options)  # type: ignore[call-overload]
+    check_object_then_path("ocf.torch.save_model", model, path, first_name="model")
+    save_file(model.state_dict(), path, metadata, **options)
 
 
 def load_model(model: torch.nn.Module, path: str | os.PathLike[str], *, strict: bool = True,
@@ -161,6 +151,7 @@ def load_model(model: torch.nn.Module, path: str | os.PathLike[str], *, strict: 
     Examples:
         >>> missing, unexpected = ocf.torch.load_model(net, "weights.ocf", strict=False)
     """
+    check_object_then_path("ocf.torch.load_model", model, path, first_name="model")
     expected = model.state_dict()
     with open_checkpoint(path, verify=verify) as reader:
         missing = [key for key in expected if key not in reader]

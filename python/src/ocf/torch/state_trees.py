@@ -26,20 +26,25 @@ from __future__ import annotations
 import os
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Literal, overload
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ocf import numpy as ocf_numpy
+from ocf.format.argument_order import check_object_then_path
 from ocf.format.async_save import SaveHandle
 from ocf.format.errors import InvalidError
 from ocf.format.metadata import MetadataValue
 from ocf.format.reader import Reader
+from ocf.format.save_options import WriteOptions, save_file_signature
 from ocf.format.storage.location import StorageOptions
 from ocf.objects.tracking import escape_name
 from ocf.torch._framework import torch
 from ocf.torch.files import Device, place
 from ocf.torch.tensors import from_numpy, to_numpy
+
+if TYPE_CHECKING:  # Unpack is in typing from Python 3.11
+    from typing_extensions import Unpack
 
 STRUCTURE_KEY = "ocf.torch.state_tree"
 _SCALARS = (type(None), bool, int, float, str, bytes)
@@ -47,22 +52,10 @@ _KEY_SCALARS = (type(None), bool, int, float, str)
 _TENSOR_KINDS = ("tensor", "ndarray", "numpy_scalar")
 
 
-@overload
-def save_tree(tree: object, path: str | os.PathLike[str],
-              metadata: Mapping[str, object] | None = None, *, blocking: Literal[True] = True,
-              storage_options: StorageOptions | None = None, **options: Any) -> None: ...
-
-
-@overload
-def save_tree(tree: object, path: str | os.PathLike[str],
-              metadata: Mapping[str, object] | None = None, *, blocking: Literal[False],
-              storage_options: StorageOptions | None = None, **options: Any) -> SaveHandle: ...
-
-
+@save_file_signature
 def save_tree(tree: object, path: str | os.PathLike[str],
               metadata: Mapping[str, object] | None = None, *, blocking: bool = True,
-              storage_options: StorageOptions | None = None,
-              **options: Any) -> SaveHandle | None:
+              **options: Unpack[WriteOptions]) -> SaveHandle | None:
     """Write ``tree`` (a nested state dict) as one checkpoint at ``path``, atomically.
 
     ``metadata`` adds entries of the file's own metadata (typed, readable
@@ -71,11 +64,11 @@ def save_tree(tree: object, path: str | os.PathLike[str],
     Examples:
         >>> save_tree({"model": net.state_dict(), "optimizer": opt.state_dict()}, "state.ocf")
     """
+    check_object_then_path("save_tree", tree, path, first_name="tree")
     arrays: dict[str, np.ndarray] = {}
     structure = _encode(tree, [], arrays)
     entries = {**(metadata or {}), STRUCTURE_KEY: structure}
-    return ocf_numpy.save_file(arrays, path, entries, blocking=blocking,  # type: ignore[call-overload, no-any-return]
-                               storage_options=storage_options, **options)
+    return ocf_numpy.save_file(arrays, path, entries, blocking=blocking, **options)
 
 
 def load_tree(path: str | os.PathLike[str], *, device: Device = "cpu", verify: bool = True,

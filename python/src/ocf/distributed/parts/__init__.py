@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ocf.distributed.parts.merging import merge_parts
 from ocf.distributed.parts.naming import MAX_PARTS, new_save_id, part_file_name
-from ocf.distributed.parts.writing import PartWriter, Slice, write_part
+from ocf.distributed.parts.writing import LocalBox, PartWriter, Slice, write_part
 
-__all__ = ["MAX_PARTS", "PartWriter", "Slice", "merge_parts", "new_save_id", "part_file_name",
-           "write_part"]
+__all__ = ["MAX_PARTS", "LocalBox", "PartWriter", "Slice", "merge_parts", "new_save_id",
+           "part_file_name", "write_part"]

@@ -32,21 +32,27 @@ from ocf.v1 import index_pb2
 
 
 @dataclass(frozen=True)
-class Slice:
-    """The box of a partitioned tensor that one process holds.
+class LocalBox:
+    """The box of a partitioned tensor that one process holds: its elements and where
+    they sit in the global tensor. (Not an index's stored slice,
+    :class:`ocf.format.index.model.Slice`, whose shape is the box's own; until 0.3.0
+    this class was named ``Slice`` too, a name kept as an alias.)
 
     ``value`` holds the elements of the box that starts at ``start`` in the
     tensor of global shape ``shape``; the parts of a save together hold every
     element exactly once [R-PART-005].
 
     Examples:
-        >>> from ocf.distributed.parts import Slice
-        >>> rows = Slice(table[4:8], start=(4, 0), shape=(8, 5))  # rows 4..7 of an 8 x 5 tensor
+        >>> from ocf.distributed.parts import LocalBox
+        >>> rows = LocalBox(table[4:8], start=(4, 0), shape=(8, 5))  # rows 4..7 of an 8 x 5 tensor
     """
 
     value: object  # an array, or anything np.asarray accepts
     start: Sequence[int]
     shape: Sequence[int]
+
+
+Slice = LocalBox  # the name before 0.3.0
 
 
 class PartWriter(Writer):
@@ -162,9 +168,9 @@ class PartWriter(Writer):
         self._keys.add(key)
 
     def write_tensors(self, tensors: Mapping[str, object]) -> None:
-        """Write each value: whole for an array, as its box for a :class:`Slice`."""
+        """Write each value: whole for an array, as its box for a :class:`LocalBox`."""
         for key, value in tensors.items():
-            if isinstance(value, Slice):
+            if isinstance(value, LocalBox):
                 self.write_slice(key, np.asarray(value.value), value.start, value.shape)
             else:
                 self.write(key, np.asarray(value))
@@ -197,11 +203,11 @@ class PartWriter(Writer):
 def write_part(path: str | os.PathLike[str], tensors: Mapping[str, object], *, part: int,
                parts: int, save_id: str, metadata: Mapping[str, object] | None = None,
                object_graph: Sequence[Node] | None = None, **options: Any) -> None:
-    """Write and publish one part: ``tensors`` maps keys to arrays or :class:`Slice`.
+    """Write and publish one part: ``tensors`` maps keys to arrays or :class:`LocalBox`.
 
     Examples:
-        >>> from ocf.distributed.parts import Slice, write_part
-        >>> write_part("sharded", {"table": Slice(table[4:8], start=(4, 0), shape=(8, 5))},
+        >>> from ocf.distributed.parts import LocalBox, write_part
+        >>> write_part("sharded", {"table": LocalBox(table[4:8], start=(4, 0), shape=(8, 5))},
         ...            part=1, parts=2, save_id=save_id)
     """
     writer = PartWriter(path, part=part, parts=parts, save_id=save_id, metadata=metadata,

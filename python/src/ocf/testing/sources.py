@@ -1,4 +1,5 @@
-"""Contract test suites for code that extends OCF (needs pytest).
+"""The read interface of every checkpoint format (:class:`ocf.format.source.Source`)
+as a test suite.
 
 :class:`SourceTests` checks that a checkpoint format reads as the one
 interface ``ocf.open`` promises (:class:`ocf.format.source.Source`): a
