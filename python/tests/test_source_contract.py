@@ -2,7 +2,8 @@
 
 Each checkpoint is written by its format's own writer: OCF by ocf.save_file
 (a file, and a zstd-compressed directory), safetensors by the safetensors
-package, npz by NumPy, and a TensorFlow bundle by ocf.tensorflow.BundleWriter
+package, npz by NumPy, a GGUF file by the gguf package, and a TensorFlow bundle
+by ocf.tensorflow.BundleWriter
 (whose files TensorFlow itself reads back in test_tf_bundle_writing.py).
 The example in ocf.open's docstring runs on each of them.
 """
@@ -71,6 +72,15 @@ class TestTensorFlowBundle(SourceTests):
         return prefix
 
 
+class TestGGUF(SourceTests):
+    format_name = "GGUF"
+
+    def write(self, tensors: Mapping[str, np.ndarray], directory: Path) -> Path:
+        from gguf_files import write_with_gguf
+
+        return write_with_gguf(directory / "model.gguf", tensors)
+
+
 def _open_example() -> str:
     """The Examples code of ocf.open's docstring, prompts removed."""
     doc = inspect.getdoc(ocf.open)
@@ -81,7 +91,8 @@ def _open_example() -> str:
     return textwrap.dedent("\n".join(code))
 
 
-WRITERS = (TestOCFFile, TestOCFDirectory, TestSafetensors, TestNpz, TestTensorFlowBundle)
+WRITERS = (TestOCFFile, TestOCFDirectory, TestSafetensors, TestNpz, TestTensorFlowBundle,
+           TestGGUF)
 
 
 @pytest.mark.parametrize("writer", WRITERS, ids=[w.__name__ for w in WRITERS])

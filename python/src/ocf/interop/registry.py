@@ -22,6 +22,7 @@ from ocf.format.errors import InvalidError
 from ocf.format.source import AnySource
 from ocf.format.storage.location import StorageOptions, url_scheme
 from ocf.interop.base import Format
+from ocf.interop.gguf import GGUF
 from ocf.interop.npz import NPZ
 from ocf.interop.ocf import OCF
 from ocf.interop.safetensors import SAFETENSORS
@@ -33,6 +34,7 @@ FORMATS: tuple[Format, ...] = (
     SAFETENSORS,
     NPZ,
     TENSORFLOW,
+    GGUF,
 )
 
 
