@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from gguf_files import write_with_gguf
+from foreign_files import write_with_gguf
 
 import ocf
 

@@ -4,7 +4,7 @@ command line, and hostile files.
 Valid files are written by the gguf package (llama.cpp's Python writer, and its
 quantizer for Q8_0 and Q4_0 tensors) and read back by OCF; the expected values are
 the arrays given to the writer. Hostile files are assembled by hand
-(gguf_files.assemble) from the documented layout.
+(foreign_files.assemble) from the documented layout.
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ import json
 import struct
 from pathlib import Path
 
+import gguf  # the test set-up installs it (the frameworks extra)
 import numpy as np
 import pytest
 from cli_support import run, run_json
-from gguf_files import (
+from foreign_files import (
     assemble,
     kv_u32,
     small_file,
@@ -28,8 +29,6 @@ from gguf_files import (
 import ocf
 from ocf.interop.gguf.ggml_types import TYPES
 from ocf.interop.gguf.header import MAX_ARRAY_DEPTH
-
-gguf = pytest.importorskip("gguf")  # the test set-up installs it (frameworks extra)
 
 TENSORS = {"token_embd.weight": np.arange(24, dtype=np.float32).reshape(2, 3, 4),
            "output_norm.weight": np.linspace(-1, 1, 8).astype(np.float16),

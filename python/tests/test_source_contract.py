@@ -2,8 +2,8 @@
 
 Each checkpoint is written by its format's own writer: OCF by ocf.save_file
 (a file, and a zstd-compressed directory), safetensors by the safetensors
-package, npz by NumPy, a GGUF file by the gguf package, and a TensorFlow bundle
-by ocf.tensorflow.BundleWriter
+package, npz by NumPy, a GGUF file by the gguf package, a sharded safetensors
+model by huggingface_hub, and a TensorFlow bundle by ocf.tensorflow.BundleWriter
 (whose files TensorFlow itself reads back in test_tf_bundle_writing.py).
 The example in ocf.open's docstring runs on each of them.
 """
@@ -76,9 +76,18 @@ class TestGGUF(SourceTests):
     format_name = "GGUF"
 
     def write(self, tensors: Mapping[str, np.ndarray], directory: Path) -> Path:
-        from gguf_files import write_with_gguf
+        from foreign_files import write_with_gguf
 
         return write_with_gguf(directory / "model.gguf", tensors)
+
+
+class TestShardedSafetensors(SourceTests):
+    format_name = "sharded-safetensors"
+
+    def write(self, tensors: Mapping[str, np.ndarray], directory: Path) -> Path:
+        from foreign_files import write_sharded
+
+        return write_sharded(directory / "model", tensors, max_shard_size=100)
 
 
 def _open_example() -> str:
@@ -92,7 +101,7 @@ def _open_example() -> str:
 
 
 WRITERS = (TestOCFFile, TestOCFDirectory, TestSafetensors, TestNpz, TestTensorFlowBundle,
-           TestGGUF)
+           TestGGUF, TestShardedSafetensors)
 
 
 @pytest.mark.parametrize("writer", WRITERS, ids=[w.__name__ for w in WRITERS])

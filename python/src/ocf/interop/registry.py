@@ -26,6 +26,7 @@ from ocf.interop.gguf import GGUF
 from ocf.interop.npz import NPZ
 from ocf.interop.ocf import OCF
 from ocf.interop.safetensors import SAFETENSORS
+from ocf.interop.sharded_safetensors import SHARDED_SAFETENSORS
 from ocf.interop.tensorflow import TENSORFLOW
 
 # Detection asks them in this order; OCF (its magic bytes, or index.ocf) first.
@@ -35,6 +36,7 @@ FORMATS: tuple[Format, ...] = (
     NPZ,
     TENSORFLOW,
     GGUF,
+    SHARDED_SAFETENSORS,
 )
 
 

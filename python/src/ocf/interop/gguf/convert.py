@@ -12,10 +12,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ocf.format.errors import InvalidError, OCFError
-from ocf.format.writer import Writer
+from ocf.format.errors import InvalidError
 from ocf.interop.gguf.source import GGUFSource, not_dequantized
-from ocf.interop.output import with_path, written
+from ocf.interop.source_writing import write_source
 
 
 def to_ocf(src: str | os.PathLike[str], dst: str | os.PathLike[str], **options: Any) -> None:
@@ -27,16 +26,7 @@ def to_ocf(src: str | os.PathLike[str], dst: str | os.PathLike[str], **options: 
         quantized = next((t for t in source.header.tensors if t.ggml.quantized), None)
         if quantized is not None:
             raise not_dequantized(source.path, quantized)
-        key = None
-        try:
-            with Writer(dst, metadata=source.metadata, **options) as writer:
-                for info in source.header.tensors:
-                    key = info.name
-                    writer.write(key, source.read_tensor(key))
-                    written(info.nbytes)
-                key = None
-        except OCFError as exc:
-            raise with_path(exc, source.path, key) from None
+        write_source(source, dst, **options)
 
 
 def from_ocf(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:

@@ -1,5 +1,7 @@
-"""GGUF files for the tests: valid ones written by the gguf package (llama.cpp's own
-Python writer), hostile ones assembled byte by byte from the documented layout."""
+"""Checkpoints of the foreign formats for the tests, each written by its own library:
+GGUF files by the gguf package (llama.cpp's own Python writer; hostile ones assembled
+byte by byte from the documented layout), sharded safetensors models by
+huggingface_hub, Orbax checkpoints by orbax-checkpoint."""
 
 from __future__ import annotations
 
@@ -38,7 +40,21 @@ def write_with_gguf(path: Path, tensors: Mapping[str, np.ndarray], *,
     return path
 
 
-# -- assembling files by hand ---------------------------------------------------------
+def write_sharded(directory: Path, tensors: Mapping[str, np.ndarray],
+                  max_shard_size: int = 1000) -> Path:
+    """``tensors`` saved by huggingface_hub.save_torch_state_dict (what transformers'
+    save_pretrained shards with) in shards of at most ``max_shard_size`` bytes."""
+    import huggingface_hub
+    import torch
+
+    directory.mkdir(parents=True, exist_ok=True)
+    huggingface_hub.save_torch_state_dict(
+        {k: torch.from_numpy(np.array(v)) for k, v in tensors.items()}, directory,
+        max_shard_size=max_shard_size)
+    return directory
+
+
+# -- GGUF files assembled by hand ---------------------------------------------------------
 
 
 def string(text: str | bytes) -> bytes:
