@@ -54,6 +54,38 @@ def write_sharded(directory: Path, tensors: Mapping[str, np.ndarray],
     return directory
 
 
+def write_orbax(directory: Path, tree: object, how: str = "standard") -> Path:
+    """``tree`` saved by orbax-checkpoint: ``how`` is "standard" (StandardCheckpointer),
+    "pytree" (PyTreeCheckpointer) or "manager" (CheckpointManager step 5 of
+    ``directory``, whose step directory is returned)."""
+    import orbax.checkpoint as ocp
+
+    target = directory.absolute()
+    if how == "manager":
+        with ocp.CheckpointManager(target) as manager:
+            manager.save(5, args=ocp.args.StandardSave(tree))
+            manager.wait_until_finished()
+        return target / "5"
+    checkpointer = ocp.StandardCheckpointer() if how == "standard" else ocp.PyTreeCheckpointer()
+    with checkpointer:
+        checkpointer.save(target, tree)
+    return target
+
+
+def nested(tensors: Mapping[str, np.ndarray]) -> dict[str, object]:
+    """Flat keys ``a/b/c`` as the nested dicts whose tree paths they are."""
+    tree: dict[str, object] = {}
+    for key, value in tensors.items():
+        *parents, leaf = key.split("/")
+        node = tree
+        for part in parents:
+            child = node.setdefault(part, {})
+            assert isinstance(child, dict)
+            node = child
+        node[leaf] = value
+    return tree
+
+
 # -- GGUF files assembled by hand ---------------------------------------------------------
 
 

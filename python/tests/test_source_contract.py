@@ -3,7 +3,8 @@
 Each checkpoint is written by its format's own writer: OCF by ocf.save_file
 (a file, and a zstd-compressed directory), safetensors by the safetensors
 package, npz by NumPy, a GGUF file by the gguf package, a sharded safetensors
-model by huggingface_hub, and a TensorFlow bundle by ocf.tensorflow.BundleWriter
+model by huggingface_hub, an Orbax checkpoint by orbax-checkpoint, and a
+TensorFlow bundle by ocf.tensorflow.BundleWriter
 (whose files TensorFlow itself reads back in test_tf_bundle_writing.py).
 The example in ocf.open's docstring runs on each of them.
 """
@@ -90,6 +91,15 @@ class TestShardedSafetensors(SourceTests):
         return write_sharded(directory / "model", tensors, max_shard_size=100)
 
 
+class TestOrbax(SourceTests):
+    format_name = "Orbax"
+
+    def write(self, tensors: Mapping[str, np.ndarray], directory: Path) -> Path:
+        from foreign_files import nested, write_orbax
+
+        return write_orbax(directory / "ckpt", nested(tensors))
+
+
 def _open_example() -> str:
     """The Examples code of ocf.open's docstring, prompts removed."""
     doc = inspect.getdoc(ocf.open)
@@ -101,7 +111,7 @@ def _open_example() -> str:
 
 
 WRITERS = (TestOCFFile, TestOCFDirectory, TestSafetensors, TestNpz, TestTensorFlowBundle,
-           TestGGUF, TestShardedSafetensors)
+           TestGGUF, TestShardedSafetensors, TestOrbax)
 
 
 @pytest.mark.parametrize("writer", WRITERS, ids=[w.__name__ for w in WRITERS])

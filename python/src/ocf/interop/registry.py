@@ -25,6 +25,7 @@ from ocf.interop.base import Format
 from ocf.interop.gguf import GGUF
 from ocf.interop.npz import NPZ
 from ocf.interop.ocf import OCF
+from ocf.interop.orbax import ORBAX
 from ocf.interop.safetensors import SAFETENSORS
 from ocf.interop.sharded_safetensors import SHARDED_SAFETENSORS
 from ocf.interop.tensorflow import TENSORFLOW
@@ -37,6 +38,7 @@ FORMATS: tuple[Format, ...] = (
     TENSORFLOW,
     GGUF,
     SHARDED_SAFETENSORS,
+    ORBAX,
 )
 
 
