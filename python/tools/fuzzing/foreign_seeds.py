@@ -62,7 +62,7 @@ def _sharded_seed(work: Path, arrays: dict[str, np.ndarray]) -> Seed:
         ocf.save_file({k: plain[k] for k in members}, flat)
         safetensors.from_ocf(flat, work / name)
         files[f"m/{name}"] = (work / name).read_bytes()
-        weight_map.update({k: name for k in members})
+        weight_map.update(dict.fromkeys(members, name))
     index = {"metadata": {"total_size": sum(plain[k].nbytes for k in keys)},
              "weight_map": weight_map}
     files["m/model.safetensors.index.json"] = json.dumps(index, indent=2).encode()
