@@ -12,6 +12,21 @@ from pathlib import Path
 import numpy as np
 
 
+def assert_reads_back(path: Path, format_name: str,
+                      expected: Mapping[str, np.ndarray]) -> None:
+    """``ocf.open(path)`` is a Source of ``format_name`` holding exactly ``expected``:
+    the same keys, dtypes, shapes and values."""
+    import ocf
+
+    with ocf.open(path) as source:
+        assert source.format_name == format_name
+        assert sorted(source) == sorted(expected)
+        for key, value in expected.items():
+            assert (source[key].dtype.name, source[key].shape) == (value.dtype.name,
+                                                                  value.shape), key
+            np.testing.assert_array_equal(source.read_tensor(key), value, err_msg=key)
+
+
 def write_with_gguf(path: Path, tensors: Mapping[str, np.ndarray], *,
                     quantized: Mapping[str, tuple[np.ndarray, str]] | None = None,
                     metadata: bool = True) -> Path:

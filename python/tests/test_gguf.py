@@ -19,6 +19,7 @@ import pytest
 from cli_support import run, run_json
 from foreign_files import (
     assemble,
+    assert_reads_back,
     kv_u32,
     small_file,
     string,
@@ -59,13 +60,9 @@ def test_the_type_table_agrees_with_the_gguf_package_on_every_block_size() -> No
 
 
 def test_float_and_integer_tensors_read_as_written_with_numpys_shapes(model: Path) -> None:
+    assert_reads_back(model, "GGUF", TENSORS)
     with ocf.open(model) as source:
-        assert source.format_name == "GGUF"
-        assert list(source) == list(TENSORS)
-        for key, value in TENSORS.items():
-            assert (source[key].dtype.name, source[key].shape) == (value.dtype.name,
-                                                                  value.shape)
-            np.testing.assert_array_equal(source.read_tensor(key), value)
+        assert list(source) == list(TENSORS)  # in the file's order
     # GGUF itself stores the dimensions innermost first, as gguf's own reader shows.
     stored = {t.name: list(t.shape) for t in gguf.GGUFReader(str(model)).tensors}
     assert stored["token_embd.weight"] == [4, 3, 2]
@@ -119,6 +116,9 @@ def test_quantized_tensors_are_listed_by_type_and_refused_as_numbers(quantized: 
     # 4 rows of 64 values: 8 blocks of 32, 34 bytes each for Q8_0 and 18 for Q4_0.
     assert stored["blk.0.attn_q.weight"] == ("q8_0", 8 * 34, "Q8_0")
     assert stored["blk.0.ffn_up.weight"] == ("q4_0", 8 * 18, "Q4_0")
+    verified = run_json("verify", str(quantized))  # the structure; "norm"'s values
+    assert (verified["ok"], verified["tensors"]) == (True, 3)
+    assert "quantized tensors" in verified["checked"]
     text = run("inspect", str(quantized))
     assert text.returncode == 0, text.stderr
     assert "Q8_0" in text.stdout

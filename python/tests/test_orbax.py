@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from cli_support import run, run_json
-from foreign_files import write_orbax
+from foreign_files import assert_reads_back, write_orbax
 
 import ocf
 
@@ -39,20 +39,10 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_orbax(tmp_path_factory.mktemp("orbax") / "ckpt", TREE)
 
 
-def _check_values(path: Path) -> None:
-    with ocf.open(path) as source:
-        assert source.format_name == "Orbax"
-        assert sorted(source) == sorted(EXPECTED)
-        for key, value in EXPECTED.items():
-            assert (source[key].dtype.name, source[key].shape) == (value.dtype.name,
-                                                                  value.shape), key
-            np.testing.assert_array_equal(source.read_tensor(key), value, err_msg=key)
-
-
 @pytest.mark.parametrize("how", ["standard", "pytree", "manager"])
 def test_each_orbax_saver_reads_back_keyed_by_tree_path(tmp_path: Path, how: str) -> None:
     path = write_orbax(tmp_path / "ckpt", TREE, how)
-    _check_values(path)
+    assert_reads_back(path, "Orbax", EXPECTED)
     if how == "manager":  # the manager's directory opens as its latest step
         later = {**TREE, "step": np.array(8, np.int64)}
         import orbax.checkpoint as ocp

@@ -17,7 +17,8 @@ class GGUFFormat(FileFormat):
     name = "gguf"
     title = "GGUF"
     suffixes = (".gguf",)
-    checks = "none: GGUF has no checksums"
+    checks = ("none: GGUF has no checksums (quantized tensors, whose values OCF does not "
+              "read, only their place in the file)")
     checksums = False
     source = GGUFSource
     converter = convert
@@ -25,6 +26,9 @@ class GGUFFormat(FileFormat):
     def storage(self, source: AnySource, key: str) -> tuple[int | None, str | None]:
         info = _opened(source).entry(key)
         return info.nbytes, (info.ggml.name if info.ggml.quantized else None)
+
+    def values_readable(self, source: AnySource, key: str) -> bool:
+        return not _opened(source).entry(key).ggml.quantized
 
     def checked_bytes(self, source: AnySource, values: int) -> int:
         return _opened(source).size
