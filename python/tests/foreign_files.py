@@ -131,8 +131,8 @@ def assemble(pairs: Sequence[bytes], infos: Sequence[bytes], data: bytes, *,
     return head + b"\0" * (-len(head) % alignment) + data
 
 
-def small_file() -> bytes:
+def small_file(version: int = 3) -> bytes:
     """One float32 tensor of NumPy shape (2, 3): the valid base of the hostile variants."""
     values = np.arange(6, dtype=np.float32).tobytes()
     return assemble([kv_u32("general.alignment", 32)], [tensor_info("w", [3, 2], 0, 0)],
-                    values)
+                    values, version=version)

@@ -197,6 +197,15 @@ def test_the_hand_built_base_file_is_valid(tmp_path: Path) -> None:
                                       np.arange(6, dtype=np.float32).reshape(2, 3))
 
 
+def test_version_2_files_read_as_version_3_ones(tmp_path: Path) -> None:
+    path = tmp_path / "v2.gguf"
+    path.write_bytes(small_file(version=2))
+    with ocf.open(path) as source:
+        assert source.metadata["gguf.version"] == 2
+        np.testing.assert_array_equal(source.read_tensor("w"),
+                                      np.arange(6, dtype=np.float32).reshape(2, 3))
+
+
 def test_every_truncation_is_an_ocf_error_naming_the_file(tmp_path: Path) -> None:
     whole = small_file()
     for length in range(len(whole)):
@@ -243,6 +252,8 @@ def test_every_truncation_is_an_ocf_error_naming_the_file(tmp_path: Path) -> Non
      ("dimensions",)),
     (assemble([], [tensor_info("q", [33, 1], 8, 0)], bytes(64)), ocf.InvalidError,
      ("block of 32",)),
+    (assemble([], [tensor_info("q", [], 8, 0)], bytes(64)), ocf.InvalidError,
+     ("at least one dimension",)),
     (assemble([], [tensor_info("a", [16], 0, 0), tensor_info("b", [8], 0, 32)], bytes(64)),
      ocf.InvalidError, ("overlaps",)),
     (assemble([], [tensor_info("a", [8], 0, 0), tensor_info("a", [8], 0, 32)], bytes(64)),
@@ -250,7 +261,8 @@ def test_every_truncation_is_an_ocf_error_naming_the_file(tmp_path: Path) -> Non
 ], ids=["magic", "version-1", "big-endian", "tensor-count", "pair-count", "key-length",
         "value-type", "bool", "utf8", "duplicate-key", "array-length", "array-depth",
         "alignment-24", "alignment-0", "ggml-type", "unaligned-offset", "short-data",
-        "huge-offset", "huge-shape", "rank", "partial-block", "overlap", "duplicate-tensor"])
+        "huge-offset", "huge-shape", "rank", "partial-block", "quantized-scalar", "overlap",
+        "duplicate-tensor"])
 def test_hostile_headers_are_refused_naming_file_field_and_offset(
         tmp_path: Path, data: bytes, error: type[ocf.OCFError], words: tuple[str, ...]
         ) -> None:

@@ -279,6 +279,9 @@ def _tensor(cursor: _Cursor, at: int, name: str, shape: tuple[int, ...], code: i
         raise LimitExceededError(f"tensor info at offset {at}: shape {list(shape)} exceeds "
                                  f"{MAX_ELEMENTS} elements", path=cursor.path, key=name,
                                  requirement="R-TENSOR-003")
+    if ggml.quantized and not shape:
+        raise InvalidError(f"tensor info at offset {at}: a {ggml.name} tensor needs at least "
+                           "one dimension to hold its blocks", path=cursor.path, key=name)
     if shape and shape[-1] % ggml.block_elements:
         raise InvalidError(f"tensor info at offset {at}: the innermost dimension "
                            f"{shape[-1]} is not a multiple of {ggml.name}'s block of "
