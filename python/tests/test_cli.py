@@ -164,7 +164,7 @@ def test_convert_to_an_unknown_suffix_lists_the_formats(checkpoint: Path,
     assert "no format writes '.h5' files; known formats: ocf, safetensors, npz, tensorflow" \
         in done.stderr
     listed = run("convert", "--help")
-    assert "ocf, safetensors, npz, tensorflow" in listed.stdout
+    assert "ocf, safetensors, npz, tensorflow" in " ".join(listed.stdout.split())  # wrapped
     wrong = run("convert", str(checkpoint), str(tmp_path / "x"), "--to", "pickle")
     assert wrong.returncode == 1
     assert "unknown checkpoint format 'pickle'; known: ocf, safetensors" in wrong.stderr

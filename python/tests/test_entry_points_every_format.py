@@ -11,10 +11,11 @@ file"), because the foreign formats registered only when an ``ocf.X``
 attribute was touched.
 
 The files are written by each format's own writer: OCF by ocf.save_file, a
-safetensors file by the safetensors package, an npz archive by NumPy, and a
-TensorFlow checkpoint by real TensorFlow (tf.compat.v1.train.Saver, the
-``v1_partitioned`` checkpoint of tf_support.py, whose ``emb``, stored in three
-slices, and ``dense/kernel`` are the arrays below).
+safetensors file by the safetensors package, an npz archive by NumPy, a GGUF
+file by the gguf package, a sharded safetensors model by huggingface_hub, an
+Orbax checkpoint by orbax-checkpoint, and a TensorFlow checkpoint by real TensorFlow
+(tf.compat.v1.train.Saver, the ``v1_partitioned`` checkpoint of tf_support.py,
+whose ``emb``, stored in three slices, and ``dense/kernel`` are the arrays below).
 """
 
 from __future__ import annotations
@@ -27,13 +28,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from foreign_files import nested, write_orbax, write_sharded, write_with_gguf
 
 import ocf
 
 # The values tf_support.tf_v1_partitioned gives TensorFlow; the other writers get the same.
 EMB = np.arange(40, dtype=np.float32).reshape(10, 4)
 KERNEL = np.eye(3, dtype=np.float64)
-FORMATS = ("ocf", "safetensors", "npz", "tensorflow")
+FORMATS = ("ocf", "safetensors", "npz", "tensorflow", "gguf", "sharded-safetensors", "orbax")
 
 # Run in the child after the entry point's own import: reports each array it read.
 _REPORT = """
@@ -124,8 +126,12 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory, tf_generated: Path
     ocf.save_file(tensors, where / "model.ocf")
     save_file(tensors, str(where / "model.safetensors"))
     np.savez(where / "model.npz", **tensors)
+    write_with_gguf(where / "model.gguf", tensors)
+    write_sharded(where / "sharded", tensors, max_shard_size=100)
+    write_orbax(where / "orbax", nested(tensors))
     return {"ocf": where / "model.ocf", "safetensors": where / "model.safetensors",
-            "npz": where / "model.npz",
+            "npz": where / "model.npz", "gguf": where / "model.gguf",
+            "sharded-safetensors": where / "sharded", "orbax": where / "orbax",
             "tensorflow": tf_generated / "v1_partitioned" / "model.ckpt-5"}
 
 

@@ -2,7 +2,9 @@
 
 Each checkpoint is written by its format's own writer: OCF by ocf.save_file
 (a file, and a zstd-compressed directory), safetensors by the safetensors
-package, npz by NumPy, and a TensorFlow bundle by ocf.tensorflow.BundleWriter
+package, npz by NumPy, a GGUF file by the gguf package, a sharded safetensors
+model by huggingface_hub, an Orbax checkpoint by orbax-checkpoint, and a
+TensorFlow bundle by ocf.tensorflow.BundleWriter
 (whose files TensorFlow itself reads back in test_tf_bundle_writing.py).
 The example in ocf.open's docstring runs on each of them.
 """
@@ -71,6 +73,33 @@ class TestTensorFlowBundle(SourceTests):
         return prefix
 
 
+class TestGGUF(SourceTests):
+    format_name = "GGUF"
+
+    def write(self, tensors: Mapping[str, np.ndarray], directory: Path) -> Path:
+        from foreign_files import write_with_gguf
+
+        return write_with_gguf(directory / "model.gguf", tensors)
+
+
+class TestShardedSafetensors(SourceTests):
+    format_name = "sharded-safetensors"
+
+    def write(self, tensors: Mapping[str, np.ndarray], directory: Path) -> Path:
+        from foreign_files import write_sharded
+
+        return write_sharded(directory / "model", tensors, max_shard_size=100)
+
+
+class TestOrbax(SourceTests):
+    format_name = "Orbax"
+
+    def write(self, tensors: Mapping[str, np.ndarray], directory: Path) -> Path:
+        from foreign_files import nested, write_orbax
+
+        return write_orbax(directory / "ckpt", nested(tensors))
+
+
 def _open_example() -> str:
     """The Examples code of ocf.open's docstring, prompts removed."""
     doc = inspect.getdoc(ocf.open)
@@ -81,7 +110,8 @@ def _open_example() -> str:
     return textwrap.dedent("\n".join(code))
 
 
-WRITERS = (TestOCFFile, TestOCFDirectory, TestSafetensors, TestNpz, TestTensorFlowBundle)
+WRITERS = (TestOCFFile, TestOCFDirectory, TestSafetensors, TestNpz, TestTensorFlowBundle,
+           TestGGUF, TestShardedSafetensors, TestOrbax)
 
 
 @pytest.mark.parametrize("writer", WRITERS, ids=[w.__name__ for w in WRITERS])

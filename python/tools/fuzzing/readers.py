@@ -15,6 +15,7 @@ from fuzzing.seeds import Files
 from ocf.format.container import FOOTER_SIZE
 from ocf.format.limits import MAX_ZSTD_RATIO
 from ocf.interop.npz import convert as npz
+from ocf.interop.registry import format_of, open_checkpoint
 from ocf.interop.safetensors import convert as safetensors
 from ocf.interop.tensorflow.source import TFSource
 from ocf.v1 import index_pb2
@@ -64,12 +65,28 @@ def _convert(module: Any) -> Callable[[Path, bool], None]:
     return read
 
 
+def _read_source(path: Path, verify: bool) -> None:
+    """Every value a Source of the format can read, whole and in pieces; then the
+    conversion to OCF (refused for a file with quantized GGUF tensors)."""
+    with open_checkpoint(path, verify=verify) as source:
+        dict(source.metadata)
+        for key in source:
+            view = source[key]
+            if view.dtype.numpy is None:  # a quantized GGUF tensor: listed, not read
+                continue
+            source.read_tensor(key)
+            source.get_slice(key, tuple(slice(0, max(1, d // 2)) for d in view.shape))
+    _convert(format_of(path))(path, verify)
+
+
 READERS: dict[str, Callable[[Path, bool], None]] = {
     "ocf-file": _read_ocf,
     "ocf-dir": _read_ocf,
     "tensorflow": _read_tensorflow,
     "safetensors": _convert(safetensors),
     "npz": _convert(npz),
+    "gguf": _read_source,
+    "sharded-safetensors": _read_source,
 }
 
 

@@ -24,7 +24,7 @@ LARGE_BYTES = 8 << 20
 class Seed:
     """A valid checkpoint: its format, files by relative name, the name to read."""
 
-    kind: str  # ocf-file, ocf-dir, tensorflow, safetensors, npz
+    kind: str  # ocf-file, ocf-dir, tensorflow, safetensors, npz, gguf, sharded-safetensors
     files: Files
     target: str  # what the reader opens, relative to the input's directory
 
@@ -107,4 +107,7 @@ def make_seeds(work: Path, seed: int) -> list[Seed]:
     for name, save in savers:
         save(work / f"{name}.npz", **plain_tensors)
         seeds.append(Seed("npz", {"x.npz": (work / f"{name}.npz").read_bytes()}, "x.npz"))
+    from fuzzing.foreign_seeds import foreign_seeds  # it imports this module's Seed
+
+    seeds += foreign_seeds(work / "foreign", arrays)
     return seeds

@@ -11,7 +11,9 @@
 
 Every command reads every format OCF reads (ocf.interop.registry): OCF files
 and directories, managed directories (their latest checkpoint), TensorFlow
-prefixes and checkpoint directories, safetensors files, npz archives.
+prefixes and checkpoint directories, safetensors files, npz archives, GGUF
+files, sharded safetensors models (model.safetensors.index.json) and Orbax
+checkpoints (through orbax-checkpoint).
 ``--json`` output is described by the JSON Schemas in ocf/cli/schemas/.
 
 Errors print as ``CATEGORY: file: detail [requirement]`` on stderr (and as
@@ -41,7 +43,8 @@ from ocf.format.errors import OCFError
 from ocf.interop.registry import names as format_names
 
 PATH_HELP = ("a checkpoint: OCF file or directory, managed directory, TensorFlow prefix or "
-             "directory, .safetensors file, .npz archive")
+             "directory, .safetensors file, .npz archive, .gguf file, sharded safetensors "
+             "directory, Orbax checkpoint directory")
 
 
 def _tolerance(text: str) -> float:
@@ -145,6 +148,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "json", False):
             emit(error_document(exc))
         print(exc, file=sys.stderr)
+        return int(getattr(args, "error_status", 1))
+    except ImportError as exc:  # a format read through a library that is not installed
+        print(f"ocf {args.command}: {exc}", file=sys.stderr)
         return int(getattr(args, "error_status", 1))
     except BrokenPipeError:  # output piped into `head` and the like
         sys.stderr.close()

@@ -52,7 +52,7 @@ def read_everything(found: Format, source: AnySource) -> int:
     if isinstance(source, Reader):
         source.check_pool_identities()
     _ = source.object_graph
-    keys = list(source)
+    keys = [k for k in source if found.values_readable(source, k)]
     total = sum(stored_bytes(source, k) for k in keys)
     bar = progress(total, "verify")
     try:

@@ -22,9 +22,12 @@ from ocf.format.errors import InvalidError
 from ocf.format.source import AnySource
 from ocf.format.storage.location import StorageOptions, url_scheme
 from ocf.interop.base import Format
+from ocf.interop.gguf import GGUF
 from ocf.interop.npz import NPZ
 from ocf.interop.ocf import OCF
+from ocf.interop.orbax import ORBAX
 from ocf.interop.safetensors import SAFETENSORS
+from ocf.interop.sharded_safetensors import SHARDED_SAFETENSORS
 from ocf.interop.tensorflow import TENSORFLOW
 
 # Detection asks them in this order; OCF (its magic bytes, or index.ocf) first.
@@ -33,6 +36,9 @@ FORMATS: tuple[Format, ...] = (
     SAFETENSORS,
     NPZ,
     TENSORFLOW,
+    GGUF,
+    SHARDED_SAFETENSORS,
+    ORBAX,
 )
 
 
