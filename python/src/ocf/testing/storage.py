@@ -41,7 +41,17 @@ __all__ = ["StoragePlace", "StorageTests"]
 
 @dataclass
 class StoragePlace:
-    """A fresh directory (or prefix) on one backend, and how to look at it from outside."""
+    """A fresh directory (or prefix) on one backend, and how to look at it from outside.
+
+    Examples:
+        >>> import os, tempfile
+        >>> from pathlib import Path
+        >>> root = Path(tempfile.mkdtemp())
+        >>> place = StoragePlace(root, None, lambda p: os.path.lexists(os.fspath(p)))
+        >>> place.save("one.ocf")
+        >>> place.present(root / "one.ocf")
+        True
+    """
 
     root: Location
     options: Mapping[str, Any] | None  # storage_options for a URL's fsspec filesystem
@@ -61,7 +71,14 @@ class StoragePlace:
 
 
 class StorageTests(ABC):
-    """The contract of a storage backend, checked in the place :meth:`make_place` gives."""
+    """The contract of a storage backend, checked in the place :meth:`make_place` gives.
+
+    Examples:
+        >>> import os
+        >>> class TestLocalStorage(StorageTests):
+        ...     def make_place(self, request, tmp_path):
+        ...         return StoragePlace(tmp_path, None, lambda p: os.path.lexists(os.fspath(p)))
+    """
 
     @abstractmethod
     def make_place(self, request: pytest.FixtureRequest, tmp_path: Path) -> StoragePlace:
