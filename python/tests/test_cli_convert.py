@@ -93,6 +93,6 @@ def test_converted_files_are_created_with_the_users_umask(tmp_path: Path, target
 
 def test_help_and_errors_list_every_format_convert_writes() -> None:
     listed = run("convert", "--help")
-    assert "ocf, safetensors, npz, tensorflow" in listed.stdout
+    assert "ocf, safetensors, npz, tensorflow" in " ".join(listed.stdout.split())  # wrapped
     for option in ("--layout", "--compression", "--chunk-size"):
         assert option in listed.stdout

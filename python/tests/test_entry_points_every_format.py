@@ -14,7 +14,8 @@ The files are written by each format's own writer: OCF by ocf.save_file, a
 safetensors file by the safetensors package, an npz archive by NumPy, and a
 TensorFlow checkpoint by real TensorFlow (tf.compat.v1.train.Saver, the
 ``v1_partitioned`` checkpoint of tf_support.py, whose ``emb``, stored in three
-slices, and ``dense/kernel`` are the arrays below).
+slices, and ``dense/kernel`` are the arrays below); a ``.pt`` file by torch.save
+and a DCP directory by torch.distributed.checkpoint.save, in this process.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import ocf
 # The values tf_support.tf_v1_partitioned gives TensorFlow; the other writers get the same.
 EMB = np.arange(40, dtype=np.float32).reshape(10, 4)
 KERNEL = np.eye(3, dtype=np.float64)
-FORMATS = ("ocf", "safetensors", "npz", "tensorflow")
+FORMATS = ("ocf", "safetensors", "npz", "tensorflow", "pytorch", "dcp")
 
 # Run in the child after the entry point's own import: reports each array it read.
 _REPORT = """
@@ -124,9 +125,16 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory, tf_generated: Path
     ocf.save_file(tensors, where / "model.ocf")
     save_file(tensors, str(where / "model.safetensors"))
     np.savez(where / "model.npz", **tensors)
+    import torch
+    import torch.distributed.checkpoint as dcp
+
+    state = {key: torch.from_numpy(value.copy()) for key, value in tensors.items()}
+    torch.save(state, where / "model.pt")
+    dcp.save(state, storage_writer=dcp.FileSystemWriter(str(where / "dcp")), no_dist=True)
     return {"ocf": where / "model.ocf", "safetensors": where / "model.safetensors",
             "npz": where / "model.npz",
-            "tensorflow": tf_generated / "v1_partitioned" / "model.ckpt-5"}
+            "tensorflow": tf_generated / "v1_partitioned" / "model.ckpt-5",
+            "pytorch": where / "model.pt", "dcp": where / "dcp"}
 
 
 def _child(code: str, path: Path) -> subprocess.CompletedProcess[str]:

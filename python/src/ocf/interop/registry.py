@@ -22,8 +22,10 @@ from ocf.format.errors import InvalidError
 from ocf.format.source import AnySource
 from ocf.format.storage.location import StorageOptions, url_scheme
 from ocf.interop.base import Format
+from ocf.interop.dcp import DCP
 from ocf.interop.npz import NPZ
 from ocf.interop.ocf import OCF
+from ocf.interop.pytorch import PYTORCH
 from ocf.interop.safetensors import SAFETENSORS
 from ocf.interop.tensorflow import TENSORFLOW
 
@@ -33,6 +35,8 @@ FORMATS: tuple[Format, ...] = (
     SAFETENSORS,
     NPZ,
     TENSORFLOW,
+    PYTORCH,
+    DCP,
 )
 
 
