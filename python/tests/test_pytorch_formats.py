@@ -330,3 +330,22 @@ def test_a_checkpoint_lightning_wrote_reads_with_its_hyperparameters_and_loops(
         expected["loops"]["fit_loop"]["epoch_loop.state_dict"]
     assert run("convert", str(path), str(tmp_path / "run.ocf")).returncode == 0
     assert run_json("diff", str(path), str(tmp_path / "run.ocf"))["equal"] is True
+
+
+def test_a_damaged_tensor_read_ahead_with_others_is_named_alone(tmp_path: Path) -> None:
+    """Tensors are read several at a time; the error still names the damaged one."""
+    state = {"a": torch.arange(100.0), "b": torch.arange(200.0), "c": torch.ones(3)}
+    directory = _dcp_save(state, tmp_path / "dcp")
+    items = dcp.FileSystemReader(str(directory)).read_metadata().storage_data  # torch's own
+    where = next(info for index, info in items.items() if index.fqn == "b")
+    data_file = directory / where.relative_path
+    data = bytearray(data_file.read_bytes())
+    data[where.offset:where.offset + 64] = bytes(64)  # b's torch.save blob loses its header
+    data_file.write_bytes(bytes(data))
+    with ocf.open(directory) as opened:
+        np.testing.assert_array_equal(opened.read_tensor("a"), np.arange(100.0))  # a, b, c read
+        with pytest.raises(ocf.MalformedError) as info:
+            opened.read_tensor("b")
+        np.testing.assert_array_equal(opened.read_tensor("c"), np.ones(3))
+    assert info.value.key == "b"
+    assert info.value.path == str(directory)

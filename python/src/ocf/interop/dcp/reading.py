@@ -7,8 +7,10 @@ afresh from the index :mod:`ocf.interop.dcp.metadata` checked (torch's own
 would unpickle ``.metadata`` without restriction), and a load plan holding
 tensors only: torch's default planner loads non-tensor values with
 ``torch.load(weights_only=False)``, so those are read here instead, each
-storage item with ``torch.load(weights_only=True)``. The target tensor is
-zeroed before torch fills it, whatever the chunks hold.
+storage item with ``torch.load(weights_only=True)``. The target tensors are
+zeroed before torch fills them, whatever the chunks hold. One dcp.load reads
+several tensors (ocf.interop.dcp.source reads ahead), as its planning costs
+about as much as reading a small tensor.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from math import prod
 from types import ModuleType
 from typing import Any
 
-from ocf.format.errors import MalformedError
+from ocf.format.errors import MalformedError, OutOfMemoryError
 from ocf.format.memory import needing, out_of_memory
 from ocf.interop.dcp.metadata import Index, Item, Tensor
 from ocf.interop.pytorch.loading import first_line
@@ -69,13 +71,26 @@ def reader_class(torch: ModuleType) -> type[Any]:
     return CheckedReader
 
 
-def read_tensor(torch: ModuleType, directory: str, key: str, tensor: Tensor,
-                metadata: Any) -> Any:
-    """Tensor ``key`` of the checkpoint, as a torch tensor assembled by dcp.load."""
-    nbytes = tensor.dtype.itemsize * prod(tensor.shape)
-    with needing(nbytes, "reading this tensor", path=directory, key=key):
-        target = torch.zeros(tensor.shape, dtype=tensor.torch_dtype)
-    state = {key: target}
+def read_tensors(torch: ModuleType, directory: str, tensors: dict[str, Tensor],
+                 metadata: Any) -> dict[str, Any]:
+    """The first tensor ``tensors`` names, and the others with it when one dcp.load reads
+    them all; when that fails, the first alone, so that an error names the tensor that
+    failed and a damaged tensor spoils the reading of no other."""
+    try:
+        return _load(torch, directory, tensors, metadata)
+    except (MalformedError, OutOfMemoryError):
+        if len(tensors) == 1:
+            raise
+    first = next(iter(tensors))
+    return _load(torch, directory, {first: tensors[first]}, metadata)
+
+
+def _load(torch: ModuleType, directory: str, tensors: dict[str, Tensor], metadata: Any
+          ) -> dict[str, Any]:
+    key = next(iter(tensors)) if len(tensors) == 1 else None  # named in errors
+    nbytes = sum(t.dtype.itemsize * prod(t.shape) for t in tensors.values())
+    with needing(nbytes, "reading these tensors", path=directory, key=key):
+        state = {k: torch.zeros(t.shape, dtype=t.torch_dtype) for k, t in tensors.items()}
     reader = reader_class(torch)(directory, metadata)
     checkpoint_failure = torch.distributed.checkpoint.api.CheckpointException
     try:
@@ -87,11 +102,11 @@ def read_tensor(torch: ModuleType, directory: str, key: str, tensor: Tensor,
     except (Exception, checkpoint_failure) as exc:
         inner = _unwrapped(exc, checkpoint_failure)
         if isinstance(inner, MemoryError):
-            raise out_of_memory(nbytes, "reading this tensor", path=directory,
+            raise out_of_memory(nbytes, "reading these tensors", path=directory,
                                 key=key) from None
         raise MalformedError(f"torch's DCP reader cannot read it: {first_line(inner)}",
                              path=directory, key=key) from None
-    return state[key]
+    return state
 
 
 def _unwrapped(exc: BaseException, wrapper: type[BaseException]) -> BaseException:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from math import prod
 from typing import Any
 
 import numpy as np
@@ -25,11 +26,15 @@ from ocf.format.metadata import MetadataValue
 from ocf.format.pieces import Piece
 from ocf.format.source import Source, TensorSummary
 from ocf.interop.dcp.metadata import METADATA_FILE, Tensor, read_index
-from ocf.interop.dcp.reading import read_tensor, read_value, torch_metadata
+from ocf.interop.dcp.reading import read_tensors, read_value, torch_metadata
 from ocf.interop.pytorch.flatten import UNREAD_KEY, VALUES_KEY, NotAValueError, as_value
 from ocf.interop.pytorch.tensors import to_numpy
 from ocf.interop.pytorch.torch_needed import import_dcp
 
+# What one dcp.load reads ahead of the tensor asked for (a read holds the tensors
+# until one it did not read is asked for).
+READ_AHEAD_BYTES = 64 << 20
+READ_AHEAD_TENSORS = 1024
 WHAT = "a DCP checkpoint (torch.distributed.checkpoint)"
 
 
@@ -50,7 +55,9 @@ class DcpSource(Source[TensorSummary]):
         self.index = read_index(self._torch, self.path)
         self._torch_metadata = torch_metadata(self._torch, self.index)
         self._metadata: dict[str, MetadataValue] | None = None
-        self._last: tuple[str, Any] | None = None  # the last tensor read, for its pieces
+        self._keys = list(self.index.tensors)
+        self._position = {key: i for i, key in enumerate(self._keys)}
+        self._ahead: dict[str, Any] = {}  # tensors read ahead, by key
         stat = os.stat(os.path.join(self.path, METADATA_FILE))
         self._identity = (stat.st_size, stat.st_mtime_ns & 0xFFFFFFFF)
 
@@ -94,18 +101,34 @@ class DcpSource(Source[TensorSummary]):
         return self._metadata
 
     def _tensor(self, key: str) -> Any:
-        if self._last is None or self._last[0] != key:
-            self._last = None  # freed before the next one is read
-            self._last = (key, read_tensor(self._torch, self.path, key, self.entry(key),
-                                           self._torch_metadata))
-        return self._last[1]
+        """Tensor ``key``, read with the ones after it up to :data:`READ_AHEAD_BYTES`
+        (one dcp.load for many small tensors), and kept until a key not read is asked."""
+        found = self._ahead.get(key)
+        if found is None:
+            self._ahead = {}  # freed before the next ones are read
+            self._ahead = read_tensors(self._torch, self.path, self._batch(key),
+                                       self._torch_metadata)
+            found = self._ahead[key]
+        return found
+
+    def _batch(self, key: str) -> dict[str, Tensor]:
+        """``key`` and the tensors after it in order, up to READ_AHEAD_BYTES in all."""
+        batch = {key: self.entry(key)}
+        total = batch[key].dtype.itemsize * prod(batch[key].shape)
+        for after in self._keys[self._position[key] + 1:]:
+            entry = self.index.tensors[after]
+            total += entry.dtype.itemsize * prod(entry.shape)
+            if total > READ_AHEAD_BYTES or len(batch) >= READ_AHEAD_TENSORS:
+                break
+            batch[after] = entry
+        return batch
 
     def read_tensor(self, key: str) -> np.ndarray:
         self.entry(key)
         return to_numpy(self._torch, self._tensor(key))
 
     def read_piece(self, key: str, piece: Piece) -> np.ndarray:
-        # The tensor is assembled whole by torch's reader once, then kept for its pieces.
+        # Assembled whole by torch's reader once, then kept for the next pieces.
         flat = self._tensor(key).reshape(-1)[piece.begin:piece.end]
         return to_numpy(self._torch, flat).reshape(piece.shape)
 
@@ -114,4 +137,4 @@ class DcpSource(Source[TensorSummary]):
         return self._identity
 
     def close(self) -> None:
-        self._last = None
+        self._ahead = {}
