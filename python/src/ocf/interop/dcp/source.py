@@ -115,7 +115,8 @@ class DcpSource(Source[TensorSummary]):
         """``key`` and the tensors after it in order, up to READ_AHEAD_BYTES in all."""
         batch = {key: self.entry(key)}
         total = batch[key].dtype.itemsize * prod(batch[key].shape)
-        for after in self._keys[self._position[key] + 1:]:
+        for position in range(self._position[key] + 1, len(self._keys)):
+            after = self._keys[position]
             entry = self.index.tensors[after]
             total += entry.dtype.itemsize * prod(entry.shape)
             if total > READ_AHEAD_BYTES or len(batch) >= READ_AHEAD_TENSORS:

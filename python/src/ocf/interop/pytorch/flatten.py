@@ -18,7 +18,8 @@ directory:
   integers, floats, strings, bytes, lists, dicts with string keys (integer
   keys become strings; a torch dtype or device is kept as its name);
 * whatever else there is (a sparse or quantized tensor, a dtype OCF lacks,
-  a complex number, a dict key that is not a string or integer) is reported,
+  an expanded view holding more elements than its storage, a complex
+  number, a dict key that is not a string or integer) is reported,
   never dropped silently: :data:`UNREAD_KEY` maps its path to what it is.
 
 Two paths that flatten to one key (``{"a.b": x, "a": {"b": y}}``) are refused.

@@ -31,7 +31,7 @@ class PyTorchSource(Source[TensorSummary]):
     """A ``torch.save`` file as an :class:`ocf.format.source.Source`.
 
     Examples:
-        >>> with ocf.open("lightning.ckpt.pt") as source:
+        >>> with ocf.open("checkpoints/epoch=3-step=400.ckpt") as source:  # Lightning's
         ...     source.metadata["pytorch.values"]["epoch"]  # a plain value of the dict
     """
 

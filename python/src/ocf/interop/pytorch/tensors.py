@@ -37,6 +37,10 @@ def unreadable_reason(torch: ModuleType, tensor: Any) -> str | None:
         return f"a tensor on device {tensor.device} (only CPU tensors are read)"
     if ocf_dtype(tensor.dtype) is None:
         return f"a tensor of dtype {tensor.dtype}, which OCF has no dtype for"
+    held = tensor.untyped_storage().nbytes()
+    if tensor.numel() * tensor.element_size() > held:  # strides of 0: an expanded view
+        return (f"a view of {tensor.numel()} elements over {held} bytes of storage (reading it "
+                "would take memory the file does not hold)")
     return None
 
 
