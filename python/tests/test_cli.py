@@ -143,7 +143,7 @@ def test_a_managed_directory_is_listed_by_inspect_and_its_latest_used_by_the_oth
     assert "save_counter" in tree.stdout
 
 
-@pytest.mark.parametrize("name", ["model.pt", "pytorch_model.bin", "state.pkl"])
+@pytest.mark.parametrize("name", ["state.pkl", "weights.pickle"])
 def test_convert_refuses_pickled_formats_and_says_how_to_convert_safely(
         checkpoint: Path, tmp_path: Path, name: str) -> None:
     (tmp_path / name).write_bytes(b"\x80\x04not loaded")

@@ -13,9 +13,11 @@ attribute was touched.
 The files are written by each format's own writer: OCF by ocf.save_file, a
 safetensors file by the safetensors package, an npz archive by NumPy, a GGUF
 file by the gguf package, a sharded safetensors model by huggingface_hub, an
-Orbax checkpoint by orbax-checkpoint, and a TensorFlow checkpoint by real TensorFlow
+Orbax checkpoint by orbax-checkpoint, a TensorFlow checkpoint by real TensorFlow
 (tf.compat.v1.train.Saver, the ``v1_partitioned`` checkpoint of tf_support.py,
-whose ``emb``, stored in three slices, and ``dense/kernel`` are the arrays below).
+whose ``emb``, stored in three slices, and ``dense/kernel`` are the arrays below),
+a ``.pt`` file by torch.save and a DCP directory by torch.distributed.checkpoint.save,
+in this process.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ import ocf
 # The values tf_support.tf_v1_partitioned gives TensorFlow; the other writers get the same.
 EMB = np.arange(40, dtype=np.float32).reshape(10, 4)
 KERNEL = np.eye(3, dtype=np.float64)
-FORMATS = ("ocf", "safetensors", "npz", "tensorflow", "gguf", "sharded-safetensors", "orbax")
+FORMATS = ("ocf", "safetensors", "npz", "tensorflow", "gguf", "sharded-safetensors", "orbax",
+           "pytorch", "dcp")
 
 # Run in the child after the entry point's own import: reports each array it read.
 _REPORT = """
@@ -129,10 +132,17 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory, tf_generated: Path
     write_with_gguf(where / "model.gguf", tensors)
     write_sharded(where / "sharded", tensors, max_shard_size=100)
     write_orbax(where / "orbax", nested(tensors))
+    import torch
+    import torch.distributed.checkpoint as dcp
+
+    state = {key: torch.from_numpy(value.copy()) for key, value in tensors.items()}
+    torch.save(state, where / "model.pt")
+    dcp.save(state, storage_writer=dcp.FileSystemWriter(str(where / "dcp")), no_dist=True)
     return {"ocf": where / "model.ocf", "safetensors": where / "model.safetensors",
             "npz": where / "model.npz", "gguf": where / "model.gguf",
             "sharded-safetensors": where / "sharded", "orbax": where / "orbax",
-            "tensorflow": tf_generated / "v1_partitioned" / "model.ckpt-5"}
+            "tensorflow": tf_generated / "v1_partitioned" / "model.ckpt-5",
+            "pytorch": where / "model.pt", "dcp": where / "dcp"}
 
 
 def _child(code: str, path: Path) -> subprocess.CompletedProcess[str]:

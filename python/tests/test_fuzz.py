@@ -28,7 +28,7 @@ from ocf.format.memory import out_of_memory
 
 TOOLS = Path(__file__).resolve().parents[1] / "tools"
 FORMATS = {"ocf-file", "ocf-dir", "tensorflow", "safetensors", "npz", "gguf",
-           "sharded-safetensors"}
+           "sharded-safetensors", "pytorch", "dcp"}
 
 
 def test_fuzzing_every_reader_for_20_seconds_lets_only_ocf_errors_out() -> None:

@@ -149,7 +149,7 @@ def mutate(seed: Seed, rng: random.Random, donors: dict[str, list[bytes]]) -> Fi
     """The files of ``seed`` with one of them changed by one to four mutations."""
     files = dict(seed.files)
     names = sorted(files)
-    indexes = [n for n in names if n.endswith((".ocf", ".index"))]
+    indexes = [n for n in names if n.endswith((".ocf", ".index", ".metadata"))]
     name = rng.choice(indexes) if indexes and rng.random() < 0.6 else rng.choice(names)
     data = files[name]
     is_ocf_index = seed.kind.startswith("ocf") and name.endswith(".ocf")

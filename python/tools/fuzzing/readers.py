@@ -57,6 +57,16 @@ def _read_tensorflow(path: Path, verify: bool) -> None:
                 graph.path_end(node, 200)
 
 
+def _read_source(path: Path, verify: bool) -> None:
+    """Every read of ocf.open's Source: metadata, each tensor whole and a slice of it."""
+    with ocf.open(path, verify=verify) as source:
+        dict(source.metadata)
+        for key in list(source):
+            view = source[key]
+            source.read_tensor(key)
+            source.get_slice(key, tuple(slice(0, max(1, d // 2)) for d in view.shape))
+
+
 def _convert(module: Any) -> Callable[[Path, bool], None]:
     def read(path: Path, verify: bool) -> None:
         out = path.parent / "converted.ocf"
@@ -87,6 +97,8 @@ READERS: dict[str, Callable[[Path, bool], None]] = {
     "npz": _convert(npz),
     "gguf": _read_source,
     "sharded-safetensors": _read_source,
+    "pytorch": _read_source,
+    "dcp": _read_source,
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,7 @@ LARGE_BYTES = 8 << 20
 class Seed:
     """A valid checkpoint: its format, files by relative name, the name to read."""
 
-    kind: str  # ocf-file, ocf-dir, tensorflow, safetensors, npz, gguf, sharded-safetensors
+    kind: str  # a key of fuzzing.readers.READERS (ocf-file, npz, gguf, pytorch, dcp, ...)
     files: Files
     target: str  # what the reader opens, relative to the input's directory
 
@@ -110,4 +111,26 @@ def make_seeds(work: Path, seed: int) -> list[Seed]:
     from fuzzing.foreign_seeds import foreign_seeds  # it imports this module's Seed
 
     seeds += foreign_seeds(work / "foreign", arrays)
-    return seeds
+    return seeds + torch_seeds(work, plain_tensors)
+
+
+def torch_seeds(work: Path, arrays: dict[str, np.ndarray]) -> list[Seed]:
+    """A ``torch.save`` file and a DCP directory, written by torch, each read once here
+    so that the forked worker inherits torch's lazy set-up instead of counting it."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+
+    tensors = {k: torch.from_numpy(v.copy()) for k, v in arrays.items()}
+    state = {"model": tensors, "half": torch.linspace(-2, 2, 9, dtype=torch.bfloat16),
+             "optimizer": {"lr": 0.5, "betas": (0.9, 0.99), "step": 4}}
+    torch.save(state, work / "x.pt")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # DCP: "assuming ... a single process"
+        dcp.save(state, storage_writer=dcp.FileSystemWriter(str(work / "dcp")), no_dist=True)
+    for path in (work / "x.pt", work / "dcp"):
+        with ocf.open(path) as opened:
+            dict(opened.metadata)
+            for key in opened:
+                opened.read_tensor(key)
+    return [Seed("pytorch", {"x.pt": (work / "x.pt").read_bytes()}, "x.pt"),
+            Seed("dcp", {f"ckpt/{k}": v for k, v in read_tree(work / "dcp").items()}, "ckpt")]

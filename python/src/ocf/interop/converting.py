@@ -19,9 +19,10 @@ from ocf.interop.base import Format
 from ocf.interop.ocf import OCF
 from ocf.interop.registry import FORMATS, by_name, detected, names
 
-# Formats that are Python pickles: loading one runs code the file chooses, so OCF never
-# reads or writes them.
-PICKLED_SUFFIXES = (".pt", ".pth", ".bin", ".pkl", ".pickle")
+# Plain Python pickles: loading one runs code the file chooses, so OCF never reads or
+# writes them (PyTorch's .pt files are read, by torch.load(weights_only=True) only:
+# ocf.interop.pytorch).
+PICKLED_SUFFIXES = (".pkl", ".pickle")
 _PICKLE_ADVICE = ("it is a pickle, which runs code when loaded; OCF does not read or write "
                   "pickles. Load it yourself with torch.load(path, weights_only=True) and "
                   "save the tensors with ocf.torch.save_file")

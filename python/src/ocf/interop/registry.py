@@ -22,10 +22,12 @@ from ocf.format.errors import InvalidError
 from ocf.format.source import AnySource
 from ocf.format.storage.location import StorageOptions, url_scheme
 from ocf.interop.base import Format
+from ocf.interop.dcp import DCP
 from ocf.interop.gguf import GGUF
 from ocf.interop.npz import NPZ
 from ocf.interop.ocf import OCF
 from ocf.interop.orbax import ORBAX
+from ocf.interop.pytorch import PYTORCH
 from ocf.interop.safetensors import SAFETENSORS
 from ocf.interop.sharded_safetensors import SHARDED_SAFETENSORS
 from ocf.interop.tensorflow import TENSORFLOW
@@ -39,6 +41,8 @@ FORMATS: tuple[Format, ...] = (
     GGUF,
     SHARDED_SAFETENSORS,
     ORBAX,
+    PYTORCH,
+    DCP,
 )
 
 

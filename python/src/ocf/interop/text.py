@@ -28,3 +28,8 @@ def format_number(value: object) -> str:
     if isinstance(value, float):
         return f"{value:.6g}"
     return str(value)
+
+
+def shortened(text: str, width: int = 120) -> str:
+    """``text`` cut to ``width`` characters, ending in "..." when cut."""
+    return text if len(text) <= width else text[:width - 3] + "..."
