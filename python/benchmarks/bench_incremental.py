@@ -225,7 +225,7 @@ def run(system: Any, scenario: str, scale: float, saves: int, keep: int, base: P
 def gib_check(mib: int, base: Path) -> dict[str, Any]:
     """One byte changed at a time in a tensor of ``mib`` MiB: every change is saved."""
     import ocf
-    from ocf.format.writing.pooled import BAND_BYTES
+    from ocf.format.writing.pooled import bands
 
     base.mkdir(parents=True)
     elements = mib * MiB // 4
@@ -248,7 +248,9 @@ def gib_check(mib: int, base: Path) -> dict[str, Any]:
         if position is not None:
             checked.append({"byte": position, "saved": ok, "written": new})
         previous = path
-    return {"bytes": flat.size, "band": BAND_BYTES, "changes": checked}
+    boxes = bands(tensor.shape, tensor.itemsize)
+    band = boxes[0][1][0] * tensor.itemsize if boxes else tensor.nbytes
+    return {"bytes": flat.size, "band": band, "changes": checked}
 
 
 # -- the report -----------------------------------------------------------------------
@@ -302,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table(results, systems))
     if check is not None:
         print(f"\none-byte changes in a {check['bytes'] / MiB:.0f} MiB tensor (band "
-              f"{check['band'] / MiB:.0f} MiB): " + ", ".join(
+              f"{check['band'] / 1024:.0f} KiB): " + ", ".join(
                   f"byte {c['byte']}: {'saved' if c['saved'] else 'LOST'}, "
                   f"{c['written'] / MiB:.2f} MiB written" for c in check["changes"]))
     if args.json is not None:

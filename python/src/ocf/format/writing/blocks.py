@@ -36,6 +36,9 @@ _PARALLEL_CRC = 4 << 20
 # system calls, and memory stays bounded.
 _BATCH_BYTES = 4 << 20
 _ZEROS = memoryview(bytes(ALIGNMENT))
+# An incremental write looks up (compares with stored bytes) about this many bytes of
+# items a job: few jobs, and the writes wait for little.
+_LOOKUP_BYTES = 4 << 20
 
 
 class BlockEmitter:
@@ -87,35 +90,52 @@ class BlockEmitter:
     def _looked_up(self, items: Iterable[Item | TileRun]
                    ) -> Iterator[tuple[Item | TileRun, Callable[[], Block] | None]]:
         """Each item with what ``reuse`` found for it (None: write it). The lookups (byte
-        comparisons) run on the worker threads a few items ahead of the writes, which
-        they then overlap. When taking the next item raises, the items before it come
-        first; no lookup outlives the generator (the caller then closes the base)."""
-        reuse = self._reuse
-        if reuse is None:
+        comparisons) run on the worker threads, a group of items of about _LOOKUP_BYTES
+        a job, a few groups ahead of the writes, which they then overlap. When taking
+        the next item raises, the items before it come first; no lookup outlives the
+        generator (the caller may then close what they read)."""
+        if self._reuse is None:
             yield from ((item, None) for item in items)
             return
-        window: deque[tuple[Item, Future[Callable[[], Block] | None]]] = deque()
+        window: deque[tuple[list[Item], Future[list[Callable[[], Block] | None]]]] = deque()
+        group: list[Item] = []
+        gathered = 0
         try:
             try:
                 for item in items:
                     if isinstance(item, TileRun):  # tiles are never reused
+                        self._look_up(group, window)
+                        group, gathered = [], 0
                         while window:
-                            yield _oldest(window)
+                            yield from _oldest(window)
                         yield item, None
                         continue
-                    window.append((item, self._pool.submit(reuse, item)))
-                    if len(window) > 2 * self._threads:
-                        yield _oldest(window)
+                    group.append(item)
+                    gathered += len(item.raw)
+                    if gathered >= _LOOKUP_BYTES:
+                        self._look_up(group, window)
+                        group, gathered = [], 0
+                        if len(window) > self._threads:
+                            yield from _oldest(window)
             except Exception:
+                self._look_up(group, window)
                 while window:
-                    yield _oldest(window)
+                    yield from _oldest(window)
                 raise
+            self._look_up(group, window)
             while window:
-                yield _oldest(window)
+                yield from _oldest(window)
         finally:
             for _, pending in window:
                 pending.cancel()
             wait([pending for _, pending in window])
+
+    def _look_up(self, group: list[Item], window: deque[tuple[
+            list[Item], Future[list[Callable[[], Block] | None]]]]) -> None:
+        reuse = self._reuse
+        assert reuse is not None
+        if group:
+            window.append((group, self._pool.submit(lambda: [reuse(item) for item in group])))
 
     def close(self, *, cancel: bool = False) -> None:
         self._pool.shutdown(cancel_futures=cancel)
@@ -274,10 +294,11 @@ class BlockEmitter:
         return stored, crc32c(stored)
 
 
-def _oldest(window: deque[tuple[Item, Future[Callable[[], Block] | None]]]
-            ) -> tuple[Item, Callable[[], Block] | None]:
-    item, pending = window.popleft()
-    return item, pending.result()
+def _oldest(window: deque[tuple[list[Item], Future[list[Callable[[], Block] | None]]]]
+            ) -> Iterator[tuple[Item, Callable[[], Block] | None]]:
+    """The items of the oldest group of ``window`` with their lookups."""
+    group, pending = window.popleft()
+    yield from zip(group, pending.result())
 
 
 def _spaced(tiles: memoryview, size: int, stride: int) -> list[memoryview]:
