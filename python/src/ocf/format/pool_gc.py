@@ -97,12 +97,14 @@ def collect_pool(root: str | os.PathLike[str]) -> list[str]:
     referenced = referenced_objects(root)
     if referenced is None:
         return []
-    fsync_dir(root)  # the index deletions that made objects garbage are durable first
     # Only names a pool writer gives: whatever else someone put there is not ours.
     garbage = [name for name in sorted(os.listdir(pool)) if name not in referenced
                and (POOL_OBJECT_NAME.fullmatch(name) or is_temp_name(name))]
+    if not garbage:
+        return garbage
+    fsync_dir(root)  # the index deletions that made objects garbage are durable first
     for name in garbage:
         remove_quietly(pool / name)
-    if garbage:
-        fsync_dir(pool)
+    # The pool is not synced after: an object a power loss brings back is listed by no
+    # index (their deletions were durable first) and goes with the next collection.
     return garbage

@@ -35,8 +35,9 @@ from ocf.format.object_graph import ObjectGraph, decode_graph
 from ocf.format.pieces import Piece
 from ocf.format.pool import check_identity, pool_directory
 from ocf.format.raw import check_bool, decode_strings
+from ocf.format.reading.bands import read_row_bands
 from ocf.format.reading.blocks import BlockReader, GroupRead, runs
-from ocf.format.reading.tiles import copy_tiles, plan_region
+from ocf.format.reading.tiles import RegionPlan, copy_tiles, plan_region
 from ocf.format.slicing import Box, as_array_index, chunks_touching, intersect, select
 from ocf.format.source import Source
 from ocf.format.storage.backend import Input, backend_of
@@ -437,6 +438,10 @@ class Reader(Source[TensorInfo]):
         assert boxes is not None  # a tensor stored in slices
         columns = tables.block_columns
         plan = plan_region(boxes, columns, *box)
+        if box[1] == info.shape and info.dtype.numpy is not None \
+                and info.dtype.numpy.kind != "b":  # the whole tensor: its bands first
+            done = read_row_bands(self._blocks, columns, tables.block, info, boxes, out)
+            plan = RegionPlan(np.setdiff1d(plan.tiles, done), np.setdiff1d(plan.others, done))
         if info.dtype.numpy is None or info.dtype.numpy.kind == "b":  # strings and bools
             others = np.sort(np.concatenate([plan.tiles, plan.others]))  # need their checks
         else:

@@ -34,7 +34,6 @@ from ocf.format.writing.blocks import BlockEmitter
 from ocf.format.writing.committers import Committer, committer_for
 from ocf.format.writing.items import Item, Tensors
 from ocf.format.writing.pooled import (
-    PoolCommitter,
     Reuse,
     banded_items,
     open_base,
@@ -130,7 +129,6 @@ class Writer:
         self._closed = False
         self._incremental = incremental
         self._base: Reader | None = None
-        self._pooled: PoolCommitter | None = None
         reuse = None
         if incremental:
             committer = pooled_committer(layout, storage, self.target, self.write_id,
@@ -138,7 +136,6 @@ class Writer:
             self._base = open_base(base, self.target)
             reuse = Reuse(self._base, self._tensors, committer).block_for
             self._committer: Committer = committer
-            self._pooled = committer
         else:
             self._committer = committer_for(layout, storage, self.target,
                                             self.write_id, max_shard_size)
@@ -212,13 +209,7 @@ class Writer:
         self._emit(self._tensors.slices(key, array, start, shape, boxes))
 
     def _emit(self, items: Iterable[Item]) -> None:
-        """Write ``items``; an incremental write also waits until their bytes are hashed,
-        since the caller may change its arrays once the call returns."""
-        try:
-            self._emitter.emit(items)
-        finally:
-            if self._pooled is not None:
-                self._pooled.settle()
+        self._emitter.emit(items)
 
     def write_tiles(self, key: str, array: np.ndarray, start: Sequence[int],
                     shape: Sequence[int], tile: Sequence[int]) -> None:

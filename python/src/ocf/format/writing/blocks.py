@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 import numpy as np
 
@@ -36,17 +36,22 @@ _PARALLEL_CRC = 4 << 20
 # system calls, and memory stays bounded.
 _BATCH_BYTES = 4 << 20
 _ZEROS = memoryview(bytes(ALIGNMENT))
+# An incremental write looks up (compares with stored bytes) about this many bytes of
+# items a job: few jobs, and the writes wait for little.
+_LOOKUP_BYTES = 4 << 20
 
 
 class BlockEmitter:
     """Writes items as the next blocks of ``committer``'s files and adds them to
     ``table``; ``threads`` worker threads checksum and encode. ``reuse`` (an
-    incremental write, ocf.format.writing.pooled) gives, for an item that is not
-    batched, a block already stored with its bytes, which is then not written."""
+    incremental write, ocf.format.writing.pooled), called on a worker thread, tells
+    whether an item's bytes are stored already: it gives then a function that, called
+    on the writing thread, returns the stored block, and the item is not written."""
 
     def __init__(self, committer: Committer, table: TableBuilder, codec: Codec, level: int,
                  byte_shuffle: bool, chunk_size: int, threads: int,
-                 reuse: Callable[[Item], Block | None] | None = None) -> None:
+                 reuse: Callable[[Item], Callable[[], Block] | None] | None = None
+                 ) -> None:
         self._committer, self._table = committer, table
         self._reuse = reuse
         self._codec, self._level, self._byte_shuffle = codec, level, byte_shuffle
@@ -60,15 +65,14 @@ class BlockEmitter:
         batch: list[Item] = []
         gathered = 0
         try:
-            for item in items:
+            for item, found in self._looked_up(items):
                 if isinstance(item, TileRun):
                     self._write_batch(batch)
                     gathered = 0
                     self._write_tiles(item)
                     continue
-                stored = self._reuse(item) if self._reuse is not None else None
-                if stored is not None:  # already in the pool: nothing to write
-                    self._table.add_block(item.row, stored, item.box)
+                if found is not None:  # already in the pool: nothing to write
+                    self._table.add_block(item.row, found(), item.box)
                     continue
                 if not self._batches(item):  # after the blocks gathered before it
                     self._write_batch(batch)
@@ -82,6 +86,56 @@ class BlockEmitter:
                     gathered = 0
         finally:
             self._write_batch(batch)
+
+    def _looked_up(self, items: Iterable[Item | TileRun]
+                   ) -> Iterator[tuple[Item | TileRun, Callable[[], Block] | None]]:
+        """Each item with what ``reuse`` found for it (None: write it). The lookups (byte
+        comparisons) run on the worker threads, a group of items of about _LOOKUP_BYTES
+        a job, a few groups ahead of the writes, which they then overlap. When taking
+        the next item raises, the items before it come first; no lookup outlives the
+        generator (the caller may then close what they read)."""
+        if self._reuse is None:
+            yield from ((item, None) for item in items)
+            return
+        window: deque[tuple[list[Item], Future[list[Callable[[], Block] | None]]]] = deque()
+        group: list[Item] = []
+        gathered = 0
+        try:
+            try:
+                for item in items:
+                    if isinstance(item, TileRun):  # tiles are never reused
+                        self._look_up(group, window)
+                        group, gathered = [], 0
+                        while window:
+                            yield from _oldest(window)
+                        yield item, None
+                        continue
+                    group.append(item)
+                    gathered += len(item.raw)
+                    if gathered >= _LOOKUP_BYTES:
+                        self._look_up(group, window)
+                        group, gathered = [], 0
+                        if len(window) > self._threads:
+                            yield from _oldest(window)
+            except Exception:
+                self._look_up(group, window)
+                while window:
+                    yield from _oldest(window)
+                raise
+            self._look_up(group, window)
+            while window:
+                yield from _oldest(window)
+        finally:
+            for _, pending in window:
+                pending.cancel()
+            wait([pending for _, pending in window])
+
+    def _look_up(self, group: list[Item], window: deque[tuple[
+            list[Item], Future[list[Callable[[], Block] | None]]]]) -> None:
+        reuse = self._reuse
+        assert reuse is not None
+        if group:
+            window.append((group, self._pool.submit(lambda: [reuse(item) for item in group])))
 
     def close(self, *, cancel: bool = False) -> None:
         self._pool.shutdown(cancel_futures=cancel)
@@ -238,6 +292,13 @@ class BlockEmitter:
     def _encode_chunk(self, raw: memoryview, itemsize: int) -> tuple[memoryview | bytes, int]:
         stored = self._codec.encode(raw, self._level, itemsize)
         return stored, crc32c(stored)
+
+
+def _oldest(window: deque[tuple[list[Item], Future[list[Callable[[], Block] | None]]]]
+            ) -> Iterator[tuple[Item, Callable[[], Block] | None]]:
+    """The items of the oldest group of ``window`` with their lookups."""
+    group, pending = window.popleft()
+    yield from zip(group, pending.result())
 
 
 def _spaced(tiles: memoryview, size: int, stride: int) -> list[memoryview]:

@@ -16,15 +16,18 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator, Sequence
+import stat
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
 
 from ocf.format import dtypes
-from ocf.format.container import INDEX_FILE_NAME, PREAMBLE, PREAMBLE_SIZE, padding
+from ocf.format.container import INDEX_FILE_NAME, PREAMBLE_SIZE, padding
 from ocf.format.errors import InvalidError
 from ocf.format.index.model import Block, Shard
 from ocf.format.pool import (
@@ -43,21 +46,41 @@ from ocf.v1 import index_pb2
 
 # Tensors above this many bytes are stored as bands of rows of about this size: the
 # unit a later save reuses or rewrites. One default chunk: a changed byte rewrites
-# 1 MiB, and a 2 GiB table has 2048 bands, within the slices-per-tensor limit.
+# 1 MiB. Each band costs a lookup and an index row per save (some 30 us on the
+# benchmark machine), so bands are not made smaller where whole tensors change.
 BAND_BYTES = 1 << 20
+# Tensors above this many bytes, such as embedding tables, whose updates touch runs
+# of rows at scattered places, are stored as bands of FINE_BAND_BYTES (within
+# _MAX_BANDS): a run of changed rows then rewrites little more than itself (2% of a
+# table in 8 runs: 1.4x the changed bytes at 256 MiB, against 2.5x with 1 MiB bands).
+LARGE_TABLE_BYTES = 64 << 20
+FINE_BAND_BYTES = 256 << 10
 # Bands per tensor at most, well inside the slices-per-tensor limit [R-SLICE-004].
 _MAX_BANDS = 4096
+# A new pool object takes blocks up to about this many bytes, then the next one: each
+# finished object is hashed and made durable on a worker thread while the following
+# ones are written, and an object stays in the pool only while one of its blocks is
+# current, so smaller objects also free the disk sooner.
+POOL_OBJECT_BYTES = 32 << 20
+# Bytes of a pool object read back and hashed at a time: a piece stays in the cache of
+# the core that hashes it.
+_HASH_PIECE = 1 << 20
+# Threads that hash and sync finished pool objects.
+_FINISHERS = 2
 # Bytes compared at a time when a block's bytes are checked against the stored ones:
 # small enough that a changed block is told after little work, large enough that
 # the per-piece cost is nothing.
 _COMPARE_PIECE = 1 << 20
+# The first piece compared: a changed block most often differs in it.
+_FIRST_PIECE = 4096
 
 
-def bands(shape: tuple[int, ...], itemsize: int, band_bytes: int = BAND_BYTES
+def bands(shape: tuple[int, ...], itemsize: int, band_bytes: int | None = None
           ) -> list[Box] | None:
     """Boxes of whole rows (along the first dimension) of about ``band_bytes`` each
     that tile ``shape``; None when the tensor is small enough to stay whole."""
     total = int(np.prod(shape, dtype=np.int64)) * itemsize if shape else itemsize
+    band_bytes = band_bytes_for(total) if band_bytes is None else band_bytes
     if not shape or total <= band_bytes or shape[0] < 2:
         return None
     row_bytes = total // shape[0]
@@ -65,6 +88,11 @@ def bands(shape: tuple[int, ...], itemsize: int, band_bytes: int = BAND_BYTES
     rest = tuple(shape[1:])
     return [((start,) + (0,) * len(rest), (min(rows, shape[0] - start), *rest))
             for start in range(0, shape[0], rows)]
+
+
+def band_bytes_for(total: int) -> int:
+    """The size of the bands of a tensor of ``total`` bytes (before _MAX_BANDS)."""
+    return FINE_BAND_BYTES if total > LARGE_TABLE_BYTES else BAND_BYTES
 
 
 def banded_items(tensors: Tensors, key: str, value: object) -> Iterator[Item]:
@@ -78,74 +106,26 @@ def banded_items(tensors: Tensors, key: str, value: object) -> Iterator[Item]:
     yield from tensors.slices(key, array, (0,) * array.ndim, array.shape, boxes)
 
 
-class _HashedOutput:
-    """A new pool object whose bytes are hashed (SHA-256) as they are written, on one
-    worker thread that takes the pieces in order, so that hashing overlaps the
-    writes instead of reading the file again after them. :meth:`settle` waits for
-    the pieces given so far: the caller's arrays may change once a write returns."""
-
-    def __init__(self, output: Output, hasher: ThreadPoolExecutor) -> None:
-        self.output = output
-        self._hash = hashlib.sha256(PREAMBLE)  # what the output wrote first
-        self._hasher = hasher
-        self._pending: list[Future[None]] = []
-
-    @property
-    def path(self) -> Location:
-        return self.output.path
-
-    @property
-    def final(self) -> Location:
-        return self.output.final
-
-    @property
-    def position(self) -> int:
-        return self.output.position
-
-    @position.setter
-    def position(self, value: int) -> None:  # the Output protocol's; never set here
-        self.output.position = value
-
-    def align(self) -> None:
-        pad = padding(self.output.position)
-        self.output.align()
-        if pad:
-            self._update(bytes(pad))
-
-    def write(self, data: memoryview | bytes) -> None:
-        self.output.write(data)
-        self._update(data)
-
-    def write_many(self, buffers: Sequence[memoryview]) -> None:
-        self.output.write_many(buffers)
-        for buffer in buffers:
-            self._update(buffer)
-
-    def _update(self, data: memoryview | bytes) -> None:
-        self._pending.append(self._hasher.submit(self._hash.update, data))
-
-    def settle(self) -> None:
-        for pending in self._pending:
-            pending.result()
-        self._pending.clear()
-
-    def digest(self) -> bytes:
-        self.settle()
-        digest: bytes = self._hash.digest()
-        return digest
-
-    def flush(self) -> None:
-        self.output.flush()
-
-    def close_durably(self) -> None:
-        self.output.close_durably()
-
-    def publish(self) -> None:
-        self.output.publish()
-
-    def discard(self) -> None:
-        self.settle()
-        self.output.discard()
+def _identity_then_durable(output: Output) -> bytes:
+    """The SHA-256 of the finished pool object ``output`` [R-POOL-004], read back from
+    its file (the page cache: what was just written), after which the file is made
+    durable. Run on a worker thread: hashing is what an incremental save pays that
+    a full save does not, and it overlaps the writes of the next objects and the
+    disk writing this one back."""
+    digest = hashlib.sha256()
+    with open(os.fspath(output.path), "rb", buffering=0) as file:
+        buffer = bytearray(_HASH_PIECE)
+        view = memoryview(buffer)
+        left = output.position  # the object's length: every byte has been handed over
+        while left:
+            got = file.readinto(view[:min(left, _HASH_PIECE)])
+            if not got:
+                raise InvalidError("a new pool object is shorter than the bytes written "
+                                   "to it", path=output.path)
+            digest.update(view[:got])
+            left -= got
+    output.close_durably()
+    return digest.digest()
 
 
 @dataclass(frozen=True)
@@ -160,22 +140,24 @@ class _Stored:
 
 class PoolCommitter(Committer):
     """The files of an incremental write: new pool objects of at most
-    ``max_shard_size`` bytes in the pool directory, and the index file at
-    ``target`` (its data region empty), published last [R-COMMIT-001]."""
+    ``max_shard_size`` bytes (and about POOL_OBJECT_BYTES) in the pool directory,
+    and the index file at ``target`` (its data region empty), published last
+    [R-COMMIT-001]. Each finished object is hashed and fsynced on a worker thread."""
 
     def __init__(self, storage: Backend, target: Location, write_id: str,
                  max_shard_size: int) -> None:
         super().__init__(storage, target, write_id)
-        self.shard_limit = max_shard_size
+        self.shard_limit = min(max_shard_size, POOL_OBJECT_BYTES)
         self.created_directory = storage.prepare_target(target, "file")
         self.pool = pool_directory(target)  # the directory of the index file is the root
-        storage.make_directory(self.pool)  # durable, with its name in the root
+        _make_pool_directory(storage, self.pool)
         # The shards of the new index in order: pool objects of the base, by name, and
         # this write's new objects.
-        self._listed: list[Shard | _HashedOutput] = []
+        self._listed: list[Shard | Output] = []
         self._numbers: dict[str, int] = {}
-        self._hasher = ThreadPoolExecutor(max_workers=1)  # one: the pieces stay in order
-        self._closed = 0  # the outputs before this one are durable and take no more blocks
+        self._finishers = ThreadPoolExecutor(max_workers=_FINISHERS)
+        self._digests: dict[str, Future[bytes]] = {}  # of the finished new objects
+        self._closed = 0  # the outputs before this one are finished and take no more blocks
 
     @property
     def shard(self) -> int:
@@ -185,21 +167,22 @@ class PoolCommitter(Committer):
         last = self._outputs[-1] if len(self._outputs) > self._closed else None
         if last is None or (last.position > PREAMBLE_SIZE and last.position
                             + padding(last.position) + size > self.shard_limit):
+            self._finish_outputs()
             name = pool_object_name(self.write_id, len(self._outputs))
-            created = _HashedOutput(self.storage.create_output(self.pool / name, None),
-                                    self._hasher)  # O_EXCL, a fresh name
+            created = self.storage.create_output(self.pool / name, None)  # O_EXCL, fresh
             self._outputs.append(created)
             self._numbers[name] = len(self._listed)
             self._listed.append(created)
             return created
         return last
 
-    def settle(self) -> None:
-        """Wait until the bytes written so far are hashed: the arrays they came from
-        may change once the write that was given them returns."""
-        for entry in self._listed:
-            if isinstance(entry, _HashedOutput):
-                entry.settle()
+    def _finish_outputs(self) -> None:
+        """Hand the objects that take no more blocks to the finishing threads."""
+        for output in self._outputs[self._closed:]:
+            output.flush()  # every byte in the file before another thread reads it
+            self._digests[output.final.name] = self._finishers.submit(
+                _identity_then_durable, output)
+        self._closed = len(self._outputs)
 
     def reference(self, shard: Shard) -> int:
         """The number, in the new index, of the base's pool object ``shard``."""
@@ -221,7 +204,7 @@ class PoolCommitter(Committer):
                                  pool_sha256=entry.pool_sha256)
             else:
                 index.shards.add(path=entry.final.name, length=entry.position,
-                                 pool_sha256=entry.digest())
+                                 pool_sha256=self._digests[entry.final.name].result())
         if self._listed:
             index.header.required_features.append(POOL_FEATURE)
         index_bytes = self._index_bytes(index)
@@ -231,17 +214,37 @@ class PoolCommitter(Committer):
         index_file.publish()
         self._outputs.clear()
         remove_temporaries_of(self.storage, self.target)
-        self._hasher.shutdown()
+        self._finishers.shutdown()
 
     def close_shards(self) -> None:
-        """Make the pool objects written so far durable; later blocks go to new ones."""
-        for output in self._outputs[self._closed:]:
-            output.close_durably()
-        self._closed = len(self._outputs)
+        """Make the pool objects written so far durable (and hashed); later blocks go
+        to new ones."""
+        self._finish_outputs()
+        for digest in self._digests.values():
+            digest.result()
 
     def abort(self) -> None:
+        self._finishers.shutdown()  # no thread still reads or syncs an object
         super().abort()
-        self._hasher.shutdown()
+
+
+def _make_pool_directory(storage: Backend, pool: Location) -> None:
+    """Create the pool directory, durably, when it does not exist [R-COMMIT-007]."""
+    if isinstance(pool, Path):
+        mode = _lstat_mode(pool)
+        if stat.S_ISDIR(mode):
+            return  # made durable by the write that created it
+        if mode:  # never written through [R-POOL-003]
+            raise InvalidError("the pool's name in the managed root is taken by a file "
+                               "that is not a directory (or a symbolic link)", path=pool)
+    storage.make_directory(pool)  # durable, with its name in the root
+
+
+def _lstat_mode(path: Path) -> int:
+    try:
+        return os.lstat(path).st_mode
+    except FileNotFoundError:
+        return 0
 
 
 class Reuse:
@@ -252,6 +255,7 @@ class Reuse:
                  ) -> None:
         self._base, self._tensors, self._committer = base, tensors, committer
         self._stored: dict[tuple[str, Box | None], _Stored] = {}
+        self._maps: dict[int, np.ndarray] = {}  # the base's pool objects, mapped
         if base is None:
             return
         for key, info in base.index.tensors.items():
@@ -261,19 +265,31 @@ class Reuse:
                 shard = base.index.shards[block.shard]
                 if shard.pool_sha256 and block.compression.stores_raw and block.raw_length:
                     self._stored[(key, box)] = _Stored(block, info.dtype, shard, block.shard)
+        # Mapped here, once, not by the threads that compare.
+        for number in {stored.shard_number for stored in self._stored.values()}:
+            source = base.shard_input(number)
+            if source.mappable:
+                self._maps[number] = np.frombuffer(source.mapping(), np.uint8)
 
-    def block_for(self, item: Item) -> Block | None:
-        """A block of the new index holding exactly ``item``'s bytes, or None."""
+    def block_for(self, item: Item) -> Callable[[], Block] | None:
+        """None unless the base stores exactly ``item``'s bytes; else a function giving
+        the block of the new index that references them. Safe on any thread (it only
+        compares bytes); the function is called on the writing thread, in order."""
         key = self._tensors.table.keys[item.row]
         box = None if item.box is None else (tuple(item.box[0]), tuple(item.box[1]))
         stored = self._stored.get((key, box))
         if stored is None or stored.dtype != item.dtype \
                 or stored.block.raw_length != len(item.raw):
             return None
-        old = stored.block
         if not self._same_bytes(stored, item.raw):
             return None
-        # The bytes are the stored ones: so are their chunk CRCs.
+        return partial(self._reference, stored)
+
+    def _reference(self, stored: _Stored) -> Block:
+        """The block of the new index for the bytes of ``stored``: the same place, in the
+        base's pool object, listed in the new index; the bytes are the stored ones, so
+        are their chunk CRCs."""
+        old = stored.block
         return Block(self._committer.reference(stored.shard), old.offset, old.stored_length,
                      old.raw_length, old.compression, False, old.chunk_size,
                      list(old.chunk_crcs), [])
@@ -285,9 +301,12 @@ class Reuse:
         new = np.frombuffer(raw, np.uint8)
         offset = stored.block.offset
         # A local file is compared through its map (no copy); an object piece by piece.
-        mapped = np.frombuffer(source.mapping(), np.uint8) if source.mappable else None
-        for start in range(0, len(new), _COMPARE_PIECE):  # a changed block stops early
-            end = min(start + _COMPARE_PIECE, len(new))
+        mapped = self._maps.get(stored.shard_number)
+        # A changed block stops early: most often at its first bytes (a tensor that
+        # changed changed everywhere), so a small piece is compared first.
+        ends = [min(_FIRST_PIECE, len(new)), *range(_COMPARE_PIECE, len(new), _COMPARE_PIECE),
+                len(new)]
+        for start, end in pairwise([0, *sorted(set(ends))]):
             old = mapped[offset + start:offset + end] if mapped is not None else \
                 np.frombuffer(source.pread(end - start, offset + start), np.uint8)
             if not _equal(old, new[start:end]):
@@ -299,8 +318,8 @@ def _equal(a: np.ndarray, b: np.ndarray) -> bool:
     """Whether the byte arrays ``a`` and ``b`` (of one length) are equal, compared 8
     bytes at a time where they allow it (an eighth of the work of a byte compare)."""
     whole = len(a) // 8 * 8
-    return bool(np.array_equal(a[:whole].view(np.uint64), b[:whole].view(np.uint64))
-                and np.array_equal(a[whole:], b[whole:]))
+    return bool((a[:whole].view(np.uint64) == b[:whole].view(np.uint64)).all()
+                and (a[whole:] == b[whole:]).all())
 
 
 def pooled_committer(layout: str, storage: Backend, target: Location, write_id: str,
