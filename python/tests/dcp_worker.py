@@ -11,6 +11,9 @@ taking its equal share of rows, so any world size sees the same data order.
   (``dcp/ckpt-<n>``); rank 0 keeps the full state as ``saved.npz``. Then one
   more step and an OCF save of ``ocf/ckpt-<n+1>`` in which rank ``victim``
   writes its part, touches ``ready`` and waits to be killed.
+- ``values``: two saves of a tensor per rank and non-tensor values, held by
+  rank 0 alone (``values-on-0``: part 0 is published with the other parts) and
+  by both ranks (``values-on-both``: part 0 waits for rank 1's values).
 - ``resume``: loads ``<source>/ckpt-<n>`` (``source`` is ``ocf`` or ``dcp``),
   keeps the full state it loaded (``loaded-<source>.npz``), trains to step
   ``until`` and keeps the final full state (``final-<source>.npz``).
@@ -113,6 +116,14 @@ def train(job: dict[str, Any], rank: int, world: int) -> None:
     dcp.save(state(model, optimizer), storage_writer=writer)
 
 
+def values(job: dict[str, Any], rank: int, world: int) -> None:
+    tensor = {f"w{rank}": torch.full((3,), float(rank))}
+    on_0 = {"note0": "from rank 0", "step": 7} if rank == 0 else {}
+    dcp.save({**tensor, **on_0}, storage_writer=StorageWriter("values-on-0"))
+    on_both = {"note0": "from rank 0"} if rank == 0 else {"note1": [1, 2]}
+    dcp.save({**tensor, **on_both}, storage_writer=StorageWriter("values-on-both"))
+
+
 def resume(job: dict[str, Any], rank: int, world: int) -> None:
     model, optimizer = build(world)
     source, start = job["source"], job["save_at"]
@@ -134,7 +145,7 @@ def main() -> None:
     job = json.loads(sys.argv[1])
     torch.use_deterministic_algorithms(True)
     rank, world = gloo_rank.join()
-    {"train": train, "resume": resume}[job["mode"]](job, rank, world)
+    {"train": train, "resume": resume, "values": values}[job["mode"]](job, rank, world)
     Path(f"{rank}.json").exists() or Path(f"{rank}.json").write_text("{}")
     gloo_rank.leave()
 

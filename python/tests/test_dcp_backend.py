@@ -147,6 +147,20 @@ def test_one_process_saves_and_loads_with_non_tensor_values_kept(tmp_path: Path)
         {k: v for k, v in state.items() if k != "w"}
 
 
+def test_two_ranks_keep_non_tensor_values_held_by_the_coordinator_or_by_both(
+        tmp_path: Path) -> None:
+    ranks.run(WORKER, {"mode": "values", "out": str(tmp_path)}, 2, TIMEOUT)
+    for name, expected in (("values-on-0", {"note0": "from rank 0", "step": 7}),
+                           ("values-on-both", {"note0": "from rank 0", "note1": [1, 2]})):
+        assert sorted(p.name for p in (tmp_path / name).iterdir() if "part" in p.name) == []
+        target: dict[str, object] = {"w0": torch.zeros(3), "w1": torch.zeros(3),
+                                     **dict.fromkeys(expected)}
+        dcp.load(target, storage_reader=StorageReader(tmp_path / name))
+        assert torch.equal(target.pop("w0"), torch.zeros(3))  # type: ignore[arg-type]
+        assert torch.equal(target.pop("w1"), torch.ones(3))  # type: ignore[arg-type]
+        assert target == expected, name
+
+
 def test_a_value_that_is_not_plain_data_is_refused_naming_its_key(tmp_path: Path) -> None:
     state = {"w": torch.ones(2), "odd": io.BytesIO(b"x")}
     with pytest.raises(CheckpointException) as caught:

@@ -356,6 +356,19 @@ def test_slices_leaving_a_gap_are_refused(tmp_path: Path) -> None:
     _refused(tmp_path, ocf.InvalidError, r"'w'.*cover 8 of the 10 elements", parts=2)
 
 
+def test_slices_failing_m5_are_reported_before_the_merged_index_fails_m6(
+        tmp_path: Path) -> None:
+    # The merged index would also fail M6 (its graph names a key no part holds): the
+    # order of checks puts M5, which names the parts, first.
+    graph = [Node(attributes={"kernel": "missing"})]
+    write_part(tmp_path, {"w": Slice(np.ones((3, 2)), (0, 0), (5, 2))}, part=0, parts=2,
+               save_id=SAVE, object_graph=graph)
+    write_part(tmp_path, {"w": Slice(np.ones((3, 2)), (2, 0), (5, 2))}, part=1, parts=2,
+               save_id=SAVE)
+    _refused(tmp_path, ocf.InvalidError, r"'w'.*slices written by parts \[0, 1\] overlap",
+             parts=2)
+
+
 @pytest.mark.parametrize(("second", "message"), [
     (Slice(np.ones(2, np.float64), (2,), (4,)), r"dtype float64 .* float32"),
     (Slice(np.ones(2, np.float32), (2,), (5,)), r"global shape \[5\].*\[4\]"),

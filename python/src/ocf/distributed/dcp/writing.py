@@ -4,9 +4,11 @@
 planning (FSDP2 and DTensor state dicts, deduplicated replicas) and hands
 each rank the items it owns. Each rank writes them as its part of a
 multi-writer OCF save (spec/parts.md): a tensor item stored whole, a shard
-item as the box of the global tensor it holds. The coordinator publishes
-its own part last, with the state dict's non-tensor values as metadata
-(:mod:`ocf.distributed.dcp.values`: no pickle), and merges the parts, which
+item as the box of the global tensor it holds. The coordinator's part, part 0,
+carries the state dict's non-tensor values as metadata
+(:mod:`ocf.distributed.dcp.values`: no pickle): it is published with the
+others when the coordinator holds every such value, else last, once the
+other ranks' values arrive. The coordinator then merges the parts, which
 commits the checkpoint. A save that fails anywhere publishes nothing, and
 the previous checkpoint at the path stays the committed one.
 """
@@ -42,6 +44,9 @@ class _Assignment:
     save_id: str
     part: int
     parts: int
+    # For part 0: whether every non-tensor value of the save is one of its items, so
+    # that it knows its metadata while it writes and is published with the others.
+    holds_values: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,7 +106,11 @@ class StorageWriter(CheckpointPath, _DCPStorageWriter):
         save_id, count = new_save_id(), len(plans)
         numbers = list(range(count))
         numbers[0], numbers[self._rank] = numbers[self._rank], numbers[0]
-        return [dataclasses.replace(plan, storage_data=_Assignment(save_id, number, count))
+        values_elsewhere = any(item.type == WriteItemType.BYTE_IO
+                               for rank, plan in enumerate(plans) if rank != self._rank
+                               for item in plan.items)
+        return [dataclasses.replace(plan, storage_data=_Assignment(
+                    save_id, number, count, holds_values=not values_elsewhere))
                 for plan, number in zip(plans, numbers)]
 
     def write_data(self, plan: SavePlan, planner: SavePlanner
@@ -119,38 +128,38 @@ class StorageWriter(CheckpointPath, _DCPStorageWriter):
         except BaseException:
             writer.abort()
             raise
-        if assignment.part == 0:
-            # Its data is made durable now, while the other ranks publish their parts;
-            # finish() then writes only the index and merges.
+        if assignment.part != 0:
+            writer.commit()
+        elif assignment.holds_values:
+            # Part 0 knows all its metadata: it is published now, while the other ranks
+            # publish theirs, and finish() only merges.
+            _publish_part_0(writer, [results])
+            self._assignment = assignment
+        else:
+            # Its metadata comes with the other ranks' results: its data is made durable
+            # now, while the other ranks publish their parts; finish() then writes only
+            # the index and merges.
             try:
                 writer.sync_data()
             except BaseException:
                 writer.abort()
                 raise
             self._own_part, self._assignment = writer, assignment
-        else:
-            writer.commit()
         done: Future[list[WriteResult]] = Future()
         done.set_result(results)
         return done
 
     def finish(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:
         """On the coordinator, once every rank wrote its part: publish part 0 with the
-        non-tensor values of every rank as metadata, then merge (the commit)."""
+        non-tensor values of every rank as metadata, unless it is published already,
+        then merge (the commit)."""
         writer, assignment = self._own_part, self._assignment
-        if writer is None or assignment is None or self.path is None:
+        if assignment is None or self.path is None:
             raise InvalidError("finish() ran on a rank that did not write part 0",
                                path=self.path)
         self._own_part = None
-        values = {result.index.fqn: result.storage_data.value
-                  for rank_results in results for result in rank_results
-                  if isinstance(result.storage_data, _Value)}
-        try:
-            writer.set_metadata({METADATA_KEY: {"values": values}})
-            writer.commit()
-        except BaseException:
-            writer.abort()
-            raise
+        if writer is not None:
+            _publish_part_0(writer, results)
         merge_parts(self.path, save_id=assignment.save_id, parts=assignment.parts,
                     storage_options=self._options["storage_options"])
 
@@ -178,3 +187,17 @@ class StorageWriter(CheckpointPath, _DCPStorageWriter):
         if self._own_part is not None:
             self._own_part.abort()
             self._own_part = None
+
+
+def _publish_part_0(writer: PartWriter, results: list[list[WriteResult]]) -> None:
+    """Publish part 0 with the non-tensor values of every rank's results as its metadata
+    (ranks in order), or abort it."""
+    values = {result.index.fqn: result.storage_data.value
+              for rank_results in results for result in rank_results
+              if isinstance(result.storage_data, _Value)}
+    try:
+        writer.set_metadata({METADATA_KEY: {"values": values}})
+        writer.commit()
+    except BaseException:
+        writer.abort()
+        raise

@@ -24,7 +24,7 @@ from ocf.format import dtypes
 from ocf.format.checksum import crc32c
 from ocf.format.commit import is_shard_file_name, leftover_names
 from ocf.format.container import INDEX_FILE_NAME, PREAMBLE, PREAMBLE_SIZE, Footer, read_index_bytes
-from ocf.format.errors import InvalidError, LimitExceededError, NotFoundError
+from ocf.format.errors import InvalidError, LimitExceededError, NotFoundError, OCFError
 from ocf.format.index import canonical
 from ocf.format.index.decoding import PART_FEATURE, Index, decode_index
 from ocf.format.index.encoding import extend_fully
@@ -69,13 +69,20 @@ def merge_parts(path: str | os.PathLike[str], *, save_id: str, parts: int,
                                 path=directory / part_file_name(save_id, n),
                                 requirement="R-PART-004")
     loaded = [_read_part(directory, save_id, n, parts) for n in range(parts)]
-    index = _merged_index(loaded, directory)
-    data = canonical.serialize(index)
-    if len(data) > MAX_INDEX_BYTES:
-        raise LimitExceededError(f"merged index would be {len(data)} bytes, above the limit "
-                                 f"of {MAX_INDEX_BYTES}", path=directory,
-                                 requirement="R-LIMIT-001")
-    _check_merged(data, directory)
+    combined = _Combined(loaded, directory)
+    try:
+        index = combined.merged_index()
+        data = canonical.serialize(index)
+        if len(data) > MAX_INDEX_BYTES:
+            raise LimitExceededError(f"merged index would be {len(data)} bytes, above the "
+                                     f"limit of {MAX_INDEX_BYTES}", path=directory,
+                                     requirement="R-LIMIT-001")
+        merged = _checked_merged_index(data, directory)
+    except OCFError:
+        # M5 comes first and names the parts: report its failure if there is one.
+        combined.check_slices()
+        raise
+    _check_shard_files(merged, directory)
     _publish(directory, data)
     if cleanup:
         remove_leftovers(directory, {s.path for s in index.shards})
@@ -150,23 +157,42 @@ class _Tensor:
     sliced: bool
 
 
-def _merged_index(parts: list[_Part], directory: Location) -> index_pb2.Index:
-    """The index of the merged checkpoint, after every combining check [R-PART-005]."""
-    index = index_pb2.Index()
-    index.header.writer = f"ocf-python {__version__}"
-    bases = _shards(parts, index, directory)
-    tables = [part_tables(part.message) for part in parts]
-    tensors = _tensors(parts, tables)
-    for tensor in tensors:
-        if tensor.sliced:
-            _check_slices(tensor, parts, tables, directory)
-    _fill_tables(index, tensors, tables, bases)
-    first = parts[0].message
-    for key in sorted(first.metadata):
-        index.metadata[key].CopyFrom(first.metadata[key])
-    if first.HasField("object_graph"):
-        index.object_graph.CopyFrom(first.object_graph)
-    return index
+class _Combined:
+    """The parts after the checks across them that come before M5 (M3, M4), and what
+    the merged index is built from.
+
+    The slices of M5 are checked only when the merged index fails a check: M6 decodes
+    the merged index as a reader does, and a reader's check of its boxes
+    [R-SLICE-002] [R-SLICE-004] passes exactly when M5 passes for every key, since the
+    merged index holds every part's boxes unchanged and the same slice counts. So a
+    merge that succeeds checks the boxes once, over all tensors together, and one that
+    fails reports M5's verdict first, as the order of checks requires.
+    """
+
+    def __init__(self, parts: list[_Part], directory: Location) -> None:
+        self.parts, self.directory = parts, directory
+        self.index = index_pb2.Index()
+        self.bases = _shards(parts, self.index, directory)  # M3
+        self.tables = [part_tables(part.message) for part in parts]
+        self.tensors = _tensors(parts, self.tables)  # M4
+
+    def check_slices(self) -> None:
+        """M5: raise the failure of the first key whose slices do not tile its shape."""
+        for tensor in self.tensors:
+            if tensor.sliced:
+                _check_slices(tensor, self.parts, self.tables, self.directory)
+
+    def merged_index(self) -> index_pb2.Index:
+        """The index of the merged checkpoint [R-PART-006]."""
+        index = self.index
+        index.header.writer = f"ocf-python {__version__}"
+        _fill_tables(index, self.tensors, self.tables, self.bases)
+        first = self.parts[0].message
+        for key in sorted(first.metadata):
+            index.metadata[key].CopyFrom(first.metadata[key])
+        if first.HasField("object_graph"):
+            index.object_graph.CopyFrom(first.object_graph)
+        return index
 
 
 def _shards(parts: list[_Part], index: index_pb2.Index, directory: Location
@@ -276,13 +302,19 @@ def _fill_tables(index: index_pb2.Index, tensors: list[_Tensor], tables: list[Pa
     fill_blocks(index.blocks, joined(tables, bases), block_ranges(firsts, spans))
 
 
-def _check_merged(data: bytes, directory: Location) -> None:
-    """Check the merged index as any reader will, then the shard files it names."""
+def _checked_merged_index(data: bytes, directory: Location) -> Index:
+    """M6: the merged index, checked as any reader will check it."""
     path = directory / INDEX_FILE_NAME
     model = decode_index(data, str(path), PREAMBLE_SIZE)
     if model.graph_message is not None:
         decode_graph(model.graph_message, model.tensors, str(path), model.odd_metadata_nodes())
-    for shard in model.shards:  # M7: step 16 of the reader's order, as a reader opens them
+    return model
+
+
+def _check_shard_files(merged: Index, directory: Location) -> None:
+    """M7: step 16 of the reader's order for each shard of the merged index, in order,
+    as a reader opens them."""
+    for shard in merged.shards:
         backend_of(directory).open_shard(directory / shard.path, shard.length).close()
 
 
