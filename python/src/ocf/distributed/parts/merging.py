@@ -31,7 +31,7 @@ from ocf.format.index.encoding import extend_fully
 from ocf.format.limits import MAX_INDEX_BYTES, max_slices
 from ocf.format.object_graph import decode_graph
 from ocf.format.slicing import arrays_disjoint, arrays_tile
-from ocf.format.storage.backend import backend_of
+from ocf.format.storage.backend import backend_of, each
 from ocf.format.storage.location import Location, StorageOptions, locate
 from ocf.v1 import index_pb2
 
@@ -63,8 +63,12 @@ def merge_parts(path: str | os.PathLike[str], *, save_id: str, parts: int,
     """
     check_save(save_id, parts)
     directory = locate(path, storage_options)
-    for n in range(parts):  # the most useful report first: which parts never finished
-        if not backend_of(directory).exists(directory / part_file_name(save_id, n)):
+    storage = backend_of(directory)
+    # M1, the most useful report first: which parts never finished (asked at once).
+    present = each(storage, lambda n: storage.exists(directory / part_file_name(save_id, n)),
+                   range(parts))
+    for n in range(parts):
+        if not present[n]:
             raise NotFoundError(f"part {n} of {parts} is missing: its writer did not finish",
                                 path=directory / part_file_name(save_id, n),
                                 requirement="R-PART-004")
@@ -282,8 +286,10 @@ def _check_merged(data: bytes, directory: Location) -> None:
     model = decode_index(data, str(path), PREAMBLE_SIZE)
     if model.graph_message is not None:
         decode_graph(model.graph_message, model.tensors, str(path), model.odd_metadata_nodes())
-    for shard in model.shards:  # M7: step 16 of the reader's order, as a reader opens them
-        backend_of(directory).open_shard(directory / shard.path, shard.length).close()
+    storage = backend_of(directory)
+    # M7: step 16 of the reader's order, as a reader opens them (several at once).
+    each(storage, lambda shard: storage.open_shard(directory / shard.path, shard.length).close(),
+         model.shards)
 
 
 # -- publishing ------------------------------------------------------------------------------
@@ -304,6 +310,5 @@ def remove_leftovers(directory: Location, referenced: set[str]) -> None:
     part indexes, shards of earlier or crashed writes, temporary files; never a
     name in ``referenced`` (the committed index's shards), whatever it looks like."""
     storage = backend_of(directory)
-    for name in leftover_names(storage.list_names(directory), referenced,
-                               also=is_part_file_name):
-        storage.remove(directory / name)
+    storage.remove_names(directory, leftover_names(storage.list_names(directory), referenced,
+                                                   also=is_part_file_name))
