@@ -17,7 +17,10 @@ equal runs), with ``ocf.Reader.get_slice``, which reads whole stored chunks
 - ``strips <w> / <c> KiB``: each box cut into column strips ``w`` columns wide, the
   full height of the box, in chunks of ``c`` KiB: a column band reads the strips it
   meets, a row band the chunks of each strip it meets (a strip is stored in C
-  order, so its rows are runs of chunks).
+  order, so its rows are runs of chunks);
+- ``grid 16 KiB / <c> KiB chunks``: the default grid in smaller chunks;
+- ``tiles <h> x <w> / <c> KiB``: tiles ``h`` rows by ``w`` columns, in chunks of
+  ``c`` KiB (runs of a tile's rows).
 
 Reported per layout: slices per tensor, index bytes, the median save time and CPU
 seconds (parts and merge; one process, so the per-slice costs of every writer
@@ -55,10 +58,11 @@ def _grid(writer: PartWriter, key: str, box: np.ndarray, start: tuple[int, int],
     writer.write_slice(key, box, start, shape)
 
 
-def _strips(width: int) -> Writes:
+def _strips(width: int, height: int | None = None) -> Writes:
+    """Tiles ``height`` rows (the box's height when None) by ``width`` columns."""
     def write(writer: PartWriter, key: str, box: np.ndarray, start: tuple[int, int],
               shape: tuple[int, int]) -> None:
-        writer.write_tiles(key, box, start, shape, (box.shape[0], width))
+        writer.write_tiles(key, box, start, shape, (height or box.shape[0], width))
     return write
 
 
@@ -70,6 +74,13 @@ LAYOUTS: dict[str, tuple[Writes, dict[str, object]]] = {
     "strips 64 / 4 KiB": (_strips(64), {"tile_bytes": None, "chunk_size": 4 << 10}),
     "strips 128 / 4 KiB": (_strips(128), {"tile_bytes": None, "chunk_size": 4 << 10}),
     "strips 64 / 16 KiB": (_strips(64), {"tile_bytes": None, "chunk_size": 16 << 10}),
+    # The default grid's tiles (32 rows x 128 columns at 128 MiB), chunked finer: a
+    # chunk is a run of a tile's rows, so rows split on chunk lines, columns on tiles.
+    "grid 16 KiB / 4 KiB chunks": (_grid, {"tile_bytes": 16 << 10, "chunk_size": 4 << 10}),
+    # Tiles as many along the columns as chunks along the rows: 64 x 64 (16 KiB), in
+    # chunks of 16 rows (4 KiB) or whole (16 KiB).
+    "tiles 64 x 64 / 4 KiB": (_strips(64, 64), {"tile_bytes": None, "chunk_size": 4 << 10}),
+    "tiles 64 x 64 / 16 KiB": (_strips(64, 64), {"tile_bytes": None, "chunk_size": 16 << 10}),
 }
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -112,6 +113,26 @@ def stop_server(server: S3Server) -> None:
     except subprocess.TimeoutExpired:
         server.process.kill()
         server.process.wait()
+
+
+def requests_since(server: S3Server, offset: int, at_least: int) -> list[str]:
+    """"METHOD /path?query" of every request the server logged after byte ``offset`` of
+    its log (``server.log.stat().st_size`` before the requests).
+
+    The server logs a request just after answering it: waits for ``at_least``.
+    """
+    deadline = time.monotonic() + 5
+    while True:
+        with server.log.open("rb") as log:
+            log.seek(offset)
+            lines = log.read().decode(errors="replace").splitlines()
+        requests = [m.group(1) for m in map(_REQUEST.search, lines) if m]
+        if len(requests) >= at_least or time.monotonic() > deadline:
+            return requests
+        time.sleep(0.05)
+
+
+_REQUEST = re.compile(r'"(?:\x1b\[[0-9;]*m)*([A-Z]+ \S+) HTTP/')
 
 
 def serve(log: Path) -> Iterator[S3Server]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import gc
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 from helpers import INDEX_FILE_NAME, flip_bit
-from s3server import S3Server
+from s3server import S3Server, requests_since
 
 import ocf
 
@@ -59,25 +58,6 @@ def _names(server: S3Server, url: str) -> list[str]:
 def _objects(server: S3Server, url: str) -> dict[str, bytes]:
     """Every object below ``url``: name relative to it -> bytes."""
     return {name: server.fs.cat_file(f"{url}/{name}") for name in _names(server, url)}
-
-
-def _requests_since(server: S3Server, offset: int, at_least: int) -> list[str]:
-    """"METHOD /path?query" of every request the server logged after byte ``offset``.
-
-    The server logs a request just after answering it: waits for ``at_least``.
-    """
-    deadline = time.monotonic() + 5
-    while True:
-        with server.log.open("rb") as log:
-            log.seek(offset)
-            lines = log.read().decode(errors="replace").splitlines()
-        requests = [m.group(1) for m in map(_REQUEST.search, lines) if m]
-        if len(requests) >= at_least or time.monotonic() > deadline:
-            return requests
-        time.sleep(0.05)
-
-
-_REQUEST = re.compile(r'"(?:\x1b\[[0-9;]*m)*([A-Z]+ \S+) HTTP/')
 
 
 # -- saving and loading --------------------------------------------------------
@@ -245,7 +225,7 @@ def test_shards_without_an_index_on_s3_are_no_checkpoint(
             ocf.open(f"{s3_bucket}/{name}", storage_options=s3_server.storage_options)
         assert caught.value.requirement == "R-COMMIT-006"
         # The reader asked for exactly P and P/index.ocf, and never listed P/.
-        assert _requests_since(s3_server, log_start, 2) == [
+        assert requests_since(s3_server, log_start, 2) == [
             f"HEAD /{s3_bucket.removeprefix('s3://')}/{name}",
             f"HEAD /{s3_bucket.removeprefix('s3://')}/{name}/{INDEX_FILE_NAME}",
         ]

@@ -31,7 +31,7 @@ from ocf.format.index.encoding import extend_fully
 from ocf.format.limits import MAX_INDEX_BYTES, max_slices
 from ocf.format.object_graph import decode_graph
 from ocf.format.slicing import arrays_disjoint, arrays_tile
-from ocf.format.storage.backend import backend_of
+from ocf.format.storage.backend import backend_of, each
 from ocf.format.storage.location import Location, StorageOptions, locate
 from ocf.v1 import index_pb2
 
@@ -63,8 +63,12 @@ def merge_parts(path: str | os.PathLike[str], *, save_id: str, parts: int,
     """
     check_save(save_id, parts)
     directory = locate(path, storage_options)
-    for n in range(parts):  # the most useful report first: which parts never finished
-        if not backend_of(directory).exists(directory / part_file_name(save_id, n)):
+    storage = backend_of(directory)
+    # M1, the most useful report first: which parts never finished (asked at once).
+    present = each(storage, lambda n: storage.exists(directory / part_file_name(save_id, n)),
+                   range(parts))
+    for n in range(parts):
+        if not present[n]:
             raise NotFoundError(f"part {n} of {parts} is missing: its writer did not finish",
                                 path=directory / part_file_name(save_id, n),
                                 requirement="R-PART-004")
@@ -312,10 +316,11 @@ def _checked_merged_index(data: bytes, directory: Location) -> Index:
 
 
 def _check_shard_files(merged: Index, directory: Location) -> None:
-    """M7: step 16 of the reader's order for each shard of the merged index, in order,
-    as a reader opens them."""
-    for shard in merged.shards:
-        backend_of(directory).open_shard(directory / shard.path, shard.length).close()
+    """M7: step 16 of the reader's order for each shard of the merged index, as a reader
+    opens them (several at once on an object store; errors reported in shard order)."""
+    storage = backend_of(directory)
+    each(storage, lambda shard: storage.open_shard(directory / shard.path, shard.length).close(),
+         merged.shards)
 
 
 # -- publishing ------------------------------------------------------------------------------
@@ -336,6 +341,5 @@ def remove_leftovers(directory: Location, referenced: set[str]) -> None:
     part indexes, shards of earlier or crashed writes, temporary files; never a
     name in ``referenced`` (the committed index's shards), whatever it looks like."""
     storage = backend_of(directory)
-    for name in leftover_names(storage.list_names(directory), referenced,
-                               also=is_part_file_name):
-        storage.remove(directory / name)
+    storage.remove_names(directory, leftover_names(storage.list_names(directory), referenced,
+                                                   also=is_part_file_name))

@@ -23,8 +23,9 @@ completes in :meth:`Output.close_durably`), and
 from __future__ import annotations
 
 import mmap
-from collections.abc import Sequence
-from typing import Literal, Protocol
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Literal, Protocol, TypeVar
 
 from ocf.format.storage.local import LOCAL
 from ocf.format.storage.location import Location, ObjectPath
@@ -107,6 +108,9 @@ class Backend(Protocol):
 
     #: Whether writes go to temporary names first, which a killed write may leave.
     temporary_names: bool
+    #: How many requests are worth making at once (:func:`each`): 1 where each is a
+    #: system call, more where each is a round trip to a server.
+    parallel_requests: int
 
     # -- reading ------------------------------------------------------------------
 
@@ -168,6 +172,10 @@ class Backend(Protocol):
     def remove(self, path: Location) -> None:
         """Delete one file or object, quietly if it is gone."""
 
+    def remove_names(self, directory: Location, names: Sequence[str]) -> None:
+        """Delete the files or objects ``names`` directly inside ``directory``, quietly
+        for those gone (on an object store in as few requests as it takes)."""
+
     def remove_checkpoint(self, path: Location) -> None:
         """Delete a checkpoint of either form, its index first, so that a deletion
         cut short never leaves something that opens [R-COMMIT-006]."""
@@ -176,6 +184,24 @@ class Backend(Protocol):
         """Take the one-writer lock of ``directory`` (InvalidError naming the holder
         when another writer has it), released with the lock or the holder's process;
         None where the backend has no such lock (object stores)."""
+
+
+_Item = TypeVar("_Item")
+_Result = TypeVar("_Result")
+
+
+def each(storage: Backend, work: Callable[[_Item], _Result], items: Iterable[_Item]
+         ) -> list[_Result]:
+    """``work(item)`` for every item, the results in order: on a backend whose requests
+    are round trips, :attr:`Backend.parallel_requests` at once, so that a caller opening
+    many files waits for about one round trip, not one per file. Raises the error of
+    the first item (in order) that failed, as a loop would; later items may have run."""
+    todo = list(items)
+    if storage.parallel_requests <= 1 or len(todo) <= 1:
+        return [work(item) for item in todo]
+    with ThreadPoolExecutor(min(storage.parallel_requests, len(todo)),
+                            thread_name_prefix="ocf-requests") as pool:
+        return list(pool.map(work, todo))
 
 
 def backend_of(location: Location) -> Backend:

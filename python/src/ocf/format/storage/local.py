@@ -275,6 +275,7 @@ class LocalBackend:
     """The :class:`ocf.format.storage.backend.Backend` of local paths."""
 
     temporary_names = True
+    parallel_requests = 1  # a system call each: nothing to overlap
 
     def resolve_checkpoint(self, where: Location) -> Path:
         target = _local(where)
@@ -402,6 +403,10 @@ class LocalBackend:
 
     def remove(self, path: Location) -> None:
         remove_quietly(_local(path))
+
+    def remove_names(self, directory: Location, names: Sequence[str]) -> None:
+        for name in names:
+            remove_quietly(_local(directory) / name)
 
     def remove_checkpoint(self, path: Location) -> None:
         local = _local(path)

@@ -11,10 +11,11 @@ complete only at commit); this module puts them behind the same
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 from ocf.format.errors import InvalidError
-from ocf.format.storage.location import Location, ObjectPath, object_kind
+from ocf.format.storage.location import Location, ObjectPath, head_object, object_kind
 from ocf.format.storage.reading import ObjectInput, read_small_object, resolve_object
 from ocf.format.storage.uploading import (
     ObjectOutput,
@@ -22,6 +23,7 @@ from ocf.format.storage.uploading import (
     put_object,
     remove_checkpoint,
     remove_object,
+    remove_objects,
 )
 
 
@@ -35,6 +37,7 @@ class ObjectStoreBackend:
     """The :class:`ocf.format.storage.backend.Backend` of fsspec URLs."""
 
     temporary_names = False  # uploads go straight to their final names
+    parallel_requests = 16  # each request is a round trip: a few at once hide them
 
     def resolve_checkpoint(self, where: Location) -> ObjectPath:
         return resolve_object(_object(where))
@@ -62,14 +65,20 @@ class ObjectStoreBackend:
         return name if path.rstrip("/") == f"{directory.rstrip('/')}/{name}" else None
 
     def prepare_target(self, target: Location, layout: Literal["file", "directory"]) -> bool:
-        """Refuse a target of the other form; an object store needs no directories."""
-        kind = object_kind(_object(target))
-        if layout == "file" and kind == "directory":
+        """Refuse a target of the other form; an object store needs no directories.
+
+        The multi-file form asks only whether an object has the target's name: one
+        HEAD, where telling a prefix apart would also list (every writer of a
+        multi-writer save asks before its first byte goes out)."""
+        path = _object(target)
+        if layout == "directory":
+            if head_object(path) is not None:
+                raise InvalidError("target exists and is an object, not a prefix",
+                                   path=target, requirement="R-COMMIT-005")
+            return False
+        if object_kind(path) == "directory":
             raise InvalidError("target is a prefix holding objects; use layout='directory' "
                                "to write the multi-file form", path=target,
-                               requirement="R-COMMIT-005")
-        if layout == "directory" and kind == "file":
-            raise InvalidError("target exists and is an object, not a prefix", path=target,
                                requirement="R-COMMIT-005")
         return False
 
@@ -92,6 +101,9 @@ class ObjectStoreBackend:
 
     def remove(self, path: Location) -> None:
         remove_object(_object(path))
+
+    def remove_names(self, directory: Location, names: Sequence[str]) -> None:
+        remove_objects(_object(directory), names)
 
     def remove_checkpoint(self, path: Location) -> None:
         remove_checkpoint(_object(path))

@@ -14,6 +14,7 @@ import mmap
 from ocf.format.container import INDEX_FILE_NAME, PREAMBLE_SIZE, check_preamble
 from ocf.format.errors import InvalidError, LimitExceededError, MalformedError, NotFoundError
 from ocf.format.storage.location import ObjectPath, head_object, object_size
+from ocf.format.storage.ranges import get_with_size
 
 # Opening an index object fetches up to this many bytes from its end in one
 # request: the footer and, for most checkpoints, the whole index with it.
@@ -77,23 +78,38 @@ class ObjectInput:
 
     @classmethod
     def open_index(cls, path: ObjectPath) -> ObjectInput:
-        """Open an index object, fetching its tail (footer and, usually, index) at once."""
-        shard = cls(path, object_size(path, "R-COMMIT-006"))
-        if shard.size:
-            start = max(0, shard.size - _TAIL_PREFETCH)
-            shard._cache = shard.pread(shard.size - start, start)
-            shard._cache_start = start
-        return shard
+        """Open an index object, fetching its tail (footer and, usually, index) at once:
+        on S3 in one request that also tells the object's size."""
+        fetched = get_with_size(path, f"bytes=-{_TAIL_PREFETCH}", "R-COMMIT-006")
+        if fetched is not None:
+            tail, size = fetched
+            index = cls(path, size)
+            index._cache, index._cache_start = tail, size - len(tail)
+            return index
+        index = cls(path, object_size(path, "R-COMMIT-006"))
+        if index.size:
+            start = max(0, index.size - _TAIL_PREFETCH)
+            index._cache = index.pread(index.size - start, start)
+            index._cache_start = start
+        return index
 
     @classmethod
     def open(cls, path: ObjectPath, expected_length: int) -> ObjectInput:
-        """Open a shard named by the index: an object of the recorded length [R-SHARD-002]."""
-        shard = cls(path, object_size(path, "R-SHARD-002"))
-        if shard.size != expected_length:
-            raise MalformedError(f"shard is {shard.size} bytes, the index says "
-                                 f"{expected_length}: truncated or replaced", path=path,
-                                 requirement="R-SHARD-002")
-        check_preamble(shard.pread(PREAMBLE_SIZE, 0), path, quote=False)
+        """Open a shard named by the index: an object of the recorded length [R-SHARD-002].
+        On S3 one request fetches the preamble and tells the size."""
+        fetched = get_with_size(path, f"bytes=0-{PREAMBLE_SIZE - 1}", "R-SHARD-002")
+        if fetched is None:
+            shard = cls(path, object_size(path, "R-SHARD-002"))
+            _check_length(shard, expected_length)
+            preamble = shard.pread(PREAMBLE_SIZE, 0)
+        else:
+            preamble, size = fetched
+            shard = cls(path, size)
+            _check_length(shard, expected_length)
+            if len(preamble) != PREAMBLE_SIZE:
+                raise MalformedError(f"object ended after {len(preamble)} bytes, expected at "
+                                     f"least {PREAMBLE_SIZE}: truncated", path=path)
+        check_preamble(preamble, path, quote=False)
         return shard
 
     def pread(self, length: int, offset: int) -> bytes:
@@ -129,4 +145,10 @@ class ObjectInput:
 
     def close(self) -> None:
         self._cache = b""
+
+
+def _check_length(shard: ObjectInput, expected: int) -> None:
+    if shard.size != expected:
+        raise MalformedError(f"shard is {shard.size} bytes, the index says {expected}: "
+                             "truncated or replaced", path=shard.path, requirement="R-SHARD-002")
 

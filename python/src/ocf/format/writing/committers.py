@@ -167,8 +167,8 @@ class DirectoryCommitter(Committer):
     def _remove_leftovers(self, index: index_pb2.Index) -> None:
         """A previous version's shards, or a crashed write's [R-COMMIT-004]."""
         referenced = {s.path for s in index.shards}
-        for leftover in leftover_names(self.storage.list_names(self.target), referenced):
-            self.storage.remove(self.target / leftover)
+        self.storage.remove_names(self.target, leftover_names(
+            self.storage.list_names(self.target), referenced))
 
 
 def committer_for(layout: Layout, storage: Backend, target: Location, write_id: str,
