@@ -217,3 +217,11 @@ def test_verify_checks_the_object_graph_before_any_tensor_byte(tmp_path: Path) -
     assert done.returncode != 0
     assert "INVALID" in done.stderr, done.stderr
     assert "R-GRAPH-002" in done.stderr, done.stderr
+
+
+def test_the_path_help_of_every_command_names_every_registered_format() -> None:
+    from ocf.cli.main import PATH_HELP
+    from ocf.interop.registry import FORMATS
+
+    for known in FORMATS:
+        assert known.title.replace("-", " ").lower() in PATH_HELP.lower(), known.name

@@ -43,8 +43,8 @@ from ocf.format.errors import OCFError
 from ocf.interop.registry import names as format_names
 
 PATH_HELP = ("a checkpoint: OCF file or directory, managed directory, TensorFlow prefix or "
-             "directory, .safetensors file, .npz archive, .gguf file, sharded safetensors "
-             "directory, Orbax checkpoint directory")
+             "directory, .safetensors file, .npz archive, PyTorch .pt/.bin file, DCP "
+             "directory, .gguf file, sharded safetensors directory, Orbax checkpoint directory")
 
 
 def _tolerance(text: str) -> float:
