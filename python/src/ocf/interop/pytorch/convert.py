@@ -28,12 +28,12 @@ from ocf.format.metadata import MetadataValue
 from ocf.format.reader import Reader
 from ocf.format.source import AnySource
 from ocf.format.storage.local import atomic_output
-from ocf.format.writer import Writer
 from ocf.interop.output import warn_dropped, with_path, written
 from ocf.interop.pytorch.flatten import VALUES_KEY, plain_values
 from ocf.interop.pytorch.source import PyTorchSource
 from ocf.interop.pytorch.tensors import from_numpy
 from ocf.interop.pytorch.torch_needed import import_torch
+from ocf.interop.source_writing import write_source
 
 
 def to_ocf(src: str | os.PathLike[str], dst: str | os.PathLike[str], **options: Any) -> None:
@@ -50,18 +50,8 @@ def write_ocf(source: AnySource, unread: Mapping[str, MetadataValue],
               dst: str | os.PathLike[str], **options: Any) -> None:
     """Write every tensor and the metadata of ``source`` as the OCF checkpoint ``dst``,
     warning first of what was not read (``unread``: key -> what it is)."""
-    path = os.fspath(source.path)
-    warn_unread(unread, path)
-    key = None
-    try:
-        with Writer(dst, metadata=source.metadata, **options) as writer:
-            for key in source:
-                array = source.read_tensor(key)
-                writer.write(key, array)
-                written(array.nbytes)
-            key = None
-    except OCFError as exc:  # the Writer refuses names OCF cannot hold
-        raise with_path(exc, path, key) from None
+    warn_unread(unread, os.fspath(source.path))
+    write_source(source, dst, **options)
 
 
 def warn_unread(unread: Mapping[str, MetadataValue], path: str) -> None:
