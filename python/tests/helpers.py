@@ -98,15 +98,10 @@ def flip_bit(blob: bytes, bit: int) -> bytes:
 def corrupt_tensor(path: Path, key: str) -> None:
     """Flip one stored byte of tensor ``key`` in the file at ``path`` (in its first chunk,
     where an OCF reader found it), so that its checksum fails."""
-    import ocf  # here only: nothing else in this module uses ocf's reader
+    # Here only: nothing else in this module uses ocf's reader.
+    from ocf.testing.adapters import flip_a_stored_byte
 
-    with ocf.open(path) as reader:
-        block = reader[key].block
-        assert block is not None
-        start, end = block.stored_range(0)
-    data = bytearray(path.read_bytes())
-    data[(start + end) // 2] ^= 0x01
-    path.write_bytes(bytes(data))
+    flip_a_stored_byte(path, key)
 
 
 # -- building an index ----------------------------------------------------------

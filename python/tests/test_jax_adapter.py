@@ -321,19 +321,6 @@ def test_tree_state_restore_status_names_unmatched_leaves(tmp_path: Path) -> Non
 # -- flat files ------------------------------------------------------------------------------
 
 
-def test_save_file_and_load_file_round_trip_jax_arrays_bit_exactly(tmp_path: Path) -> None:
-    tensors = {"w": jax.random.normal(jax.random.PRNGKey(0), (4, 3)),
-               "h": jnp.arange(5).astype(jnp.bfloat16), "n": np.arange(2, dtype=np.uint8)}
-    ocf.jax.save_file(tensors, tmp_path / "f.ocf", metadata={"step": 3})
-    back = ocf.jax.load_file(tmp_path / "f.ocf")
-    assert all(isinstance(v, jax.Array) for v in back.values())
-    for key, value in tensors.items():
-        assert back[key].dtype == value.dtype
-        assert np.asarray(back[key]).tobytes() == np.asarray(value).tobytes()
-    assert ocf.open(tmp_path / "f.ocf").metadata == {"step": 3}
-    assert set(ocf.jax.load_file(tmp_path / "f.ocf", ["h"])) == {"h"}
-
-
 def test_checkpoint_without_graph_restores_by_tree_path_through_a_name_map(
         tmp_path: Path) -> None:
     ocf.jax.save_file({"model.dense.kernel": jnp.ones((2, 3)), "model.dense.bias": jnp.ones(3),

@@ -9,7 +9,6 @@ from Keras, not from ocf.keras.
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import subprocess
@@ -196,56 +195,3 @@ def test_converted_ocf_checkpoint_of_keras_model_restores_in_tensorflow(
     assert facts["convert"]["returncode"] == 0, facts["convert"]["stderr"]
     assert facts["tf_assert_consumed"] is None
     assert facts["tf_restored_same"]
-
-
-# -- the adapter API ----------------------------------------------------------------------------
-
-API_SCRIPT = """
-import inspect, json, sys
-import numpy as np
-import keras, ocf.keras
-out = sys.argv[1]
-signatures = {f: [[p.name, p.kind.name, repr(p.default)] for p in
-                  inspect.signature(getattr(ocf.keras, f)).parameters.values()]
-              for f in ("save_file", "load_file", "save", "restore")}
-variable = keras.Variable(np.arange(6, dtype=np.float32).reshape(2, 3))
-ocf.keras.save_file({"variable": variable, "tensor": keras.ops.arange(4, dtype="int32")},
-                    out + "/flat.ocf", {"epoch": 3})
-loaded = ocf.keras.load_file(out + "/flat.ocf", ["tensor"])
-print(json.dumps({"signatures": signatures, "keys": sorted(loaded),
-                  "is_backend_tensor": keras.ops.is_tensor(loaded["tensor"]),
-                  "tensor": keras.ops.convert_to_numpy(loaded["tensor"]).tolist()}))
-"""
-
-
-@pytest.fixture(scope="module")
-def api(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    """ocf.keras's flat API used by a JAX-backend process: its output and folder."""
-    out = tmp_path_factory.mktemp("keras-api")
-    done = subprocess.run([sys.executable, "-c", API_SCRIPT, str(out)],
-                          env={**os.environ, "KERAS_BACKEND": "jax"}, capture_output=True,
-                          text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return out, json.loads(done.stdout.splitlines()[-1])
-
-
-def test_ocf_keras_functions_take_the_arguments_of_ocf_numpy(
-        api: tuple[Path, dict[str, Any]]) -> None:
-    for function, parameters in api[1]["signatures"].items():
-        reference = [[p.name, p.kind.name, repr(p.default)] for p in
-                     inspect.signature(getattr(ocf.numpy, function)).parameters.values()]
-        assert parameters == reference, function
-
-
-def test_save_file_writes_keras_variables_and_tensors_that_load_file_gives_back(
-        api: tuple[Path, dict[str, Any]]) -> None:
-    out, facts = api
-    with ocf.numpy.open(out / "flat.ocf") as reader:  # the reference reader
-        assert sorted(reader) == ["tensor", "variable"]
-        np.testing.assert_array_equal(reader.read_tensor("variable"),
-                                      np.arange(6, dtype=np.float32).reshape(2, 3))
-        assert reader.read_tensor("tensor").dtype == np.int32
-        assert reader.metadata == {"epoch": 3}
-    assert facts["keys"] == ["tensor"]
-    assert facts["is_backend_tensor"]
-    assert facts["tensor"] == [0, 1, 2, 3]

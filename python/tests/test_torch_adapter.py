@@ -365,45 +365,8 @@ def test_unsaved_parameters_are_reported_by_path(tmp_path: Path) -> None:
 
 # -- flat state dicts: save_file / load_file ------------------------------------------
 
-# Every torch dtype with an OCF counterpart, with the OCF dtype it must be stored as.
-DTYPES = {
-    torch.bool: "bool", torch.int8: "int8", torch.int16: "int16", torch.int32: "int32",
-    torch.int64: "int64", torch.uint8: "uint8", torch.uint16: "uint16",
-    torch.uint32: "uint32", torch.uint64: "uint64", torch.float16: "float16",
-    torch.bfloat16: "bfloat16", torch.float32: "float32", torch.float64: "float64",
-    torch.complex64: "complex64", torch.complex128: "complex128",
-    torch.float8_e4m3fn: "float8_e4m3fn", torch.float8_e5m2: "float8_e5m2",
-}
-
-
-def random_tensor(dtype: torch.dtype, shape: tuple[int, ...] = (3, 5)) -> torch.Tensor:
-    """Random bits of ``dtype`` (NaN payloads and infinities included)."""
-    if dtype == torch.bool:
-        return torch.rand(shape) > 0.5
-    width = torch.empty(0, dtype=dtype).element_size()
-    bits = torch.randint(0, 256, (*shape[:-1], shape[-1] * width), dtype=torch.uint8)
-    return bits.view(dtype)
-
-
-def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.dtype == b.dtype and a.shape == b.shape and \
-        bytes(a.contiguous().view(torch.uint8).numpy()) == \
-        bytes(b.contiguous().view(torch.uint8).numpy())
-
-
-@pytest.mark.parametrize("compression", [None, "zstd"])
-def test_every_dtype_round_trips_bit_exactly(tmp_path: Path, compression: str | None) -> None:
-    torch.manual_seed(3)
-    tensors = {str(dtype): random_tensor(dtype) for dtype in DTYPES}
-    ocf.torch.save_file(tensors, tmp_path / "all.ocf", compression=compression)
-    loaded = ocf.torch.load_file(tmp_path / "all.ocf")
-    with ocf.open(tmp_path / "all.ocf") as reader:
-        for dtype, name in DTYPES.items():
-            assert reader[str(dtype)].dtype.name == name
-            assert reader.read_tensor(str(dtype)).tobytes() == \
-                bytes(tensors[str(dtype)].view(torch.uint8).numpy())
-    for key, tensor in tensors.items():
-        assert same_bits(loaded[key], tensor), key
+# The bit-exact round trip of every dtype: ocf.testing.AdapterTests
+# (test_adapter_contract_torch.py).
 
 
 def test_bfloat16_and_float8_values_match_ml_dtypes(tmp_path: Path) -> None:
@@ -521,13 +484,6 @@ def test_load_file_device_moves_or_maps_each_tensor(tmp_path: Path) -> None:
     assert (mixed["a"].dtype, mixed["b"].device.type) == (torch.float64, "meta")
     with pytest.raises(ocf.InvalidError, match=r"'a'.*returned a str"):
         ocf.torch.load_file(path, device=lambda key, tensor: "cpu")  # type: ignore[arg-type,return-value]
-
-
-def test_load_file_of_a_missing_key_names_it(tmp_path: Path) -> None:
-    ocf.torch.save_file({"a": torch.ones(1)}, tmp_path / "f.ocf")
-    assert list(ocf.torch.load_file(tmp_path / "f.ocf", keys=["a"])) == ["a"]
-    with pytest.raises(ocf.NotFoundError, match="'nope'"):
-        ocf.torch.load_file(tmp_path / "f.ocf", keys=["a", "nope"])
 
 
 def test_byte_string_tensors_are_refused_by_load_file(tmp_path: Path) -> None:

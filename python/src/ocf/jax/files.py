@@ -11,9 +11,12 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ocf import numpy as ocf_numpy
 from ocf.format.argument_order import check_object_then_path
 from ocf.format.async_save import SaveHandle
+from ocf.format.errors import InvalidError
 from ocf.format.flat import Converted, write_arrays
 from ocf.format.save_options import WriteOptions, save_file_signature
 from ocf.format.storage.location import StorageOptions
@@ -46,11 +49,29 @@ def load_file(path: str | os.PathLike[str], keys: Iterable[str] | None = None, *
     """The tensors of ``path`` (all, or ``keys``) as JAX arrays on ``device``.
 
     ``device`` is a ``jax.Device`` or sharding; the default device when None.
-    Values keep their stored dtype unless ``dtype`` casts them all.
+    Values keep their stored dtype unless ``dtype`` casts them all; a dtype JAX
+    would hold as another (64 bits without ``jax_enable_x64``, byte strings) is
+    an InvalidError naming the key, where ``jax.device_put`` would change the
+    values.
 
     Examples:
         >>> arrays = ocf.jax.load_file("model.ocf")  # dict[str, jax.Array]
     """
     arrays = ocf_numpy.load_file(path, keys, dtype=dtype, verify=verify,
                                  storage_options=storage_options)
+    for key, value in arrays.items():
+        check_jax_holds(value, key, path)
     return {key: jax.device_put(value, device) for key, value in arrays.items()}
+
+
+def check_jax_holds(array: np.ndarray, key: str, path: str | os.PathLike[str]) -> None:
+    """InvalidError unless JAX holds ``array``'s dtype as it is (JAX without x64
+    turns 64-bit values into 32-bit ones, losing what does not fit)."""
+    if array.dtype == object:
+        raise InvalidError("OCF dtype bytes has no JAX counterpart; read it with "
+                           "ocf.load_file or ocf.open instead", path=path, key=key)
+    held = jax.dtypes.canonicalize_dtype(array.dtype)
+    if held != array.dtype:
+        raise InvalidError(f"the checkpoint holds {array.dtype}, which JAX would hold as "
+                           f"{held} (jax_enable_x64 is off): enable it, or load with "
+                           f"dtype=jnp.{held} to cast", path=path, key=key)

@@ -102,8 +102,11 @@ class Leaf:
         if self.view.cast and value.shape == tuple(self.source.shape):
             value = value.astype(self.source.dtype, copy=False)
         if value.shape != tuple(self.source.shape) or value.dtype != self.source.dtype:
+            remedy = ": restore(..., cast=True) casts" if value.shape == tuple(
+                self.source.shape) else ""
             raise InvalidError(f"target leaf {self.path!r} is {describe(self.source)}, the "
-                               f"checkpoint holds {describe(value)}", path=self.view.file)
+                               f"checkpoint holds {describe(value)}{remedy}",
+                               path=self.view.file)
         self.restored = value
         self.view.dirty = True
 

@@ -26,6 +26,7 @@ from ocf.jax import slots
 from ocf.jax.staleness import LeafMemory
 from ocf.jax.translations import Translation
 from ocf.jax.tree_view import Container, Leaf, TreeView
+from ocf.objects.restore_status import RestoreMismatchError
 from ocf.objects.restoring import NameMap, Rename
 from ocf.objects.restoring import restore as restore_objects
 from ocf.objects.saving import save_root
@@ -124,9 +125,9 @@ def restore(target: Any, path: str | os.PathLike[str], *, start: str = "",
 
 def _judge(unrestored: Sequence[str], unmatched: Sequence[str],
            path: str | os.PathLike[str]) -> None:
-    """INVALID naming the leaves without a value and the checkpoint tensors without a
-    leaf, with the remedy that keeps every value: partial=True only when one side
-    alone is left over."""
+    """RestoreMismatchError (INVALID) naming the leaves without a value and the
+    checkpoint tensors without a leaf, with the remedy that keeps every value:
+    partial=True only when one side alone is left over."""
     parts = [_listed(what, paths) for what, paths in (
         ("leaves of the target received no value", unrestored),
         ("checkpoint tensors matched no leaf of the target", unmatched)) if paths]
@@ -140,7 +141,7 @@ def _judge(unrestored: Sequence[str], unmatched: Sequence[str],
         remedy = "restore(..., partial=True) keeps these leaves' values"
     else:
         remedy = "restore(..., partial=True) ignores these values"
-    raise InvalidError(f"{'; '.join(parts)} ({remedy})", path=path)
+    raise RestoreMismatchError(f"{'; '.join(parts)} ({remedy})", path=path)
 
 
 def _listed(what: str, paths: Sequence[str]) -> str:

@@ -18,6 +18,7 @@ import numpy as np
 from ocf import numpy as ocf_numpy
 from ocf.format.argument_order import check_object_then_path
 from ocf.format.async_save import SaveHandle
+from ocf.format.errors import InvalidError
 from ocf.format.flat import Converted, write_arrays
 from ocf.format.save_options import WriteOptions, save_file_signature
 from ocf.format.storage.location import StorageOptions
@@ -53,11 +54,33 @@ def load_file(path: str | os.PathLike[str], keys: Iterable[str] | None = None, *
               storage_options: StorageOptions | None = None) -> dict[str, Any]:
     """The tensors of ``path`` (all, or ``keys``) as tensors of the Keras backend.
 
-    Values keep their stored dtype unless ``dtype`` casts them all.
+    Values keep their stored dtype unless ``dtype`` casts them all; a dtype the
+    backend would hold as another (64 bits on JAX without x64; bfloat16, uint16
+    and uint32 on torch; byte strings) is an InvalidError naming the key, where
+    the conversion would change the values.
 
     Examples:
         >>> weights = ocf.keras.load_file("weights.ocf")  # tensors of the Keras backend
     """
     arrays = ocf_numpy.load_file(path, keys, dtype=dtype, verify=verify,
                                  storage_options=storage_options)
-    return {key: keras.ops.convert_to_tensor(value) for key, value in arrays.items()}
+    return {key: backend_tensor(value, key, path) for key, value in arrays.items()}
+
+
+def backend_tensor(array: np.ndarray, key: str, path: str | os.PathLike[str]) -> Any:
+    """``array`` as a tensor of the Keras backend; InvalidError when the backend
+    would hold its values in another dtype."""
+    if array.dtype == object:
+        raise InvalidError("OCF dtype bytes has no Keras counterpart; read it with "
+                           "ocf.load_file or ocf.open instead", path=path, key=key)
+    try:
+        tensor = keras.ops.convert_to_tensor(array)
+    except (TypeError, ValueError) as error:  # a dtype the backend lacks (float8 on torch)
+        raise InvalidError(f"the {keras.backend.backend()} backend of Keras cannot hold "
+                           f"{array.dtype}: {error}", path=path, key=key) from error
+    held = keras.backend.standardize_dtype(tensor.dtype)
+    if held != array.dtype.name:
+        raise InvalidError(f"the checkpoint holds {array.dtype.name}, which the "
+                           f"{keras.backend.backend()} backend of Keras would hold as {held}; "
+                           "load with dtype=... to cast", path=path, key=key)
+    return tensor
