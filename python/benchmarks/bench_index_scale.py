@@ -16,7 +16,7 @@ layout arithmetic (the tiles of :func:`ocf.distributed.parts.tiling.tiles_of`,
 the part index with the project's own encoder (TableBuilder), so that the
 index bytes are those of a real save of all-zero tensors: same columns, same
 chunk CRC lists (the CRC-32C of zero bytes), same shard lengths.
-tests/test_bench_index_scale.py checks that byte for byte against a real
+tests/tools/test_bench_index_scale.py checks that byte for byte against a real
 PartWriter. Shard files are sparse files of their recorded length that start
 with the preamble, which is all the merge and the reader check of them before
 reading tensor bytes; no tensor byte is read here.

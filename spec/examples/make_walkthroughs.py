@@ -16,7 +16,7 @@ Run from the repository root (``--out DIR`` writes elsewhere):
 
     PYTHONPATH=python/src .venv/bin/python spec/examples/make_walkthroughs.py
 
-The output is byte-for-byte reproducible; python/tests/test_spec_example.py
+The output is byte-for-byte reproducible; python/tests/format/test_spec_example.py
 checks that the committed files are what this script writes, that the
 reference reader reads them, and that the reference merge of the parts gives
 the tables of the merged index built here.

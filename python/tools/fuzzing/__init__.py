@@ -31,6 +31,6 @@ OCF zstd block, 1032 times the file for npz), and the parent kills it after
 
 Failing inputs are written to ``--artifacts`` with the traceback. The
 summary counts inputs, outcomes by error category, and failures, and the
-exit status is 1 when anything failed. python/tests/test_fuzz.py runs this
+exit status is 1 when anything failed. python/tests/hostile_input/test_fuzz.py runs this
 script for a few seconds in the test command.
 """

@@ -5,7 +5,7 @@ A conformance suite is only as good as the bugs it catches. Each entry of
 function or constant of ``ocf`` in the adapter's own process; the reference
 adapter applies the one named by the environment variable
 ``OCF_CONFORMANCE_BUG`` before it serves requests. The suite's own tests
-(python/tests/test_conformance_suite.py) run the harness once per bug and
+(python/tests/conformance/test_conformance_suite.py) run the harness once per bug and
 check that it finds the implementation NOT CONFORMANT, and that the cases
 written to catch the bug (:data:`CAUGHT_BY`) fail.
 

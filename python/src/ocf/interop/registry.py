@@ -11,7 +11,7 @@ Adding a format: a folder ``ocf/interop/NAME/`` whose ``__init__`` defines a
 :class:`ocf.interop.file_source.FileFormat` naming its suffix, its
 FileSource and its ``convert`` module), its import here and its entry in
 :data:`FORMATS`; then a subclass of ``ocf.testing.SourceTests`` in
-tests/test_source_contract.py.
+tests/interop/test_source_contract.py.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ tensors and how to look at them as NumPy arrays::
         def is_tensor(self, value):
             return isinstance(value, torch.Tensor)
 
-The project runs it over every adapter (tests/adapters/*/test_*_contract.py).
+The project runs it over every adapter (tests/adapters/*/test_adapter_contract_*.py).
 """
 
 from __future__ import annotations

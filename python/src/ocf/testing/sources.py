@@ -16,7 +16,7 @@ format, with that format's own writer::
             safetensors.numpy.save_file(tensors, str(path))
             return path
 
-The project runs it over every format it reads (tests/test_source_contract.py);
+The project runs it over every format it reads (tests/interop/test_source_contract.py);
 a new format of ocf.interop adds one such subclass.
 """
 

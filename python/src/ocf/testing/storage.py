@@ -15,7 +15,7 @@ the backend under test alone)::
             return StoragePlace(root, None, lambda p: os.path.lexists(os.fspath(p)))
 
 The project runs it over local files and a real S3-compatible server on
-loopback (tests/test_storage_contract.py).
+loopback (tests/format/storage/test_storage_contract.py).
 """
 
 from __future__ import annotations
