@@ -261,7 +261,11 @@ atexit.register(WORKER.close)
 
 
 def run(*args: str, timeout: float = 600) -> None:
-    """Run one command in the session's TensorFlow process; fail with its output."""
+    """Run one command in the session's TensorFlow process; fail with its output (skip
+    the test that asked when TensorFlow is not installed)."""
+    from frameworks import skip_unless_installed
+
+    skip_unless_installed("tensorflow")
     WORKER.call(args, timeout)
 
 

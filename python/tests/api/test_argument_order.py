@@ -14,8 +14,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("jax")
+
+import numpy as np
 import torch
 
 import ocf

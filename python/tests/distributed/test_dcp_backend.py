@@ -17,8 +17,11 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
+
+pytest.importorskip("torch")
+
+import numpy as np
 import torch
 import torch.distributed.checkpoint as dcp
 from repo_paths import TESTS_DIR

@@ -10,8 +10,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
+
+pytest.importorskip("jax")
+
+import numpy as np
 from repo_paths import TESTS_DIR
 from samples import assert_all_bit_exact
 

@@ -20,8 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
+
+pytest.importorskip("torch")
+
+import numpy as np
 from repo_paths import TESTS_DIR
 
 import ocf

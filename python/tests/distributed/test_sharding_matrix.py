@@ -28,8 +28,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
+
+pytest.importorskip("torch")
+
+import numpy as np
 from repo_paths import TESTS_DIR
 from samples import assert_all_bit_exact
 

@@ -16,9 +16,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+pytest.importorskip("jax")
+
 import ml_dtypes
 import numpy as np
-import pytest
 from repo_paths import TESTS_DIR
 from samples import assert_all_bit_exact
 

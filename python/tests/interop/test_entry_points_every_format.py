@@ -28,8 +28,17 @@ import sys
 import textwrap
 from pathlib import Path
 
-import numpy as np
 import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("jax")
+pytest.importorskip("keras")
+pytest.importorskip("safetensors")
+pytest.importorskip("gguf")
+pytest.importorskip("huggingface_hub")
+pytest.importorskip("orbax.checkpoint")
+
+import numpy as np
 from foreign_files import nested, write_orbax, write_sharded, write_with_gguf
 
 import ocf

@@ -13,9 +13,13 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("safetensors")
+
 import ml_dtypes
 import numpy as np
-import pytest
 import safetensors.numpy as st_numpy
 import safetensors.torch as st_torch
 import torch

@@ -13,9 +13,12 @@ import json
 import struct
 from pathlib import Path
 
+import pytest
+
+pytest.importorskip("gguf")
+
 import gguf  # the test set-up installs it (the frameworks extra)
 import numpy as np
-import pytest
 from cli_support import run, run_json
 from foreign_files import (
     assemble,

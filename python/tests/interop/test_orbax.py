@@ -14,9 +14,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytest.importorskip("jax")
+pytest.importorskip("orbax.checkpoint")
+
 import jax.numpy as jnp
 import numpy as np
-import pytest
 from cli_support import run, run_json
 from foreign_files import assert_reads_back, write_orbax
 

@@ -12,8 +12,13 @@ import json
 import os
 from pathlib import Path
 
-import numpy as np
 import pytest
+
+pytest.importorskip("safetensors")
+pytest.importorskip("huggingface_hub")
+pytest.importorskip("torch")
+
+import numpy as np
 from cli_support import run, run_json
 from foreign_files import assert_reads_back, write_sharded
 

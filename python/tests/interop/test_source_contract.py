@@ -46,8 +46,7 @@ class TestSafetensors(SourceTests):
     format_name = "safetensors"
 
     def write(self, tensors: Mapping[str, np.ndarray], directory: Path) -> Path:
-        from safetensors.numpy import save_file
-
+        save_file = pytest.importorskip("safetensors.numpy").save_file
         path = directory / "model.safetensors"
         save_file(dict(tensors), str(path), metadata={"note": "written by safetensors"})
         return path
@@ -77,6 +76,7 @@ class TestGGUF(SourceTests):
     format_name = "GGUF"
 
     def write(self, tensors: Mapping[str, np.ndarray], directory: Path) -> Path:
+        pytest.importorskip("gguf")
         from foreign_files import write_with_gguf
 
         return write_with_gguf(directory / "model.gguf", tensors)
@@ -86,6 +86,8 @@ class TestShardedSafetensors(SourceTests):
     format_name = "sharded-safetensors"
 
     def write(self, tensors: Mapping[str, np.ndarray], directory: Path) -> Path:
+        pytest.importorskip("huggingface_hub")
+        pytest.importorskip("torch")
         from foreign_files import write_sharded
 
         return write_sharded(directory / "model", tensors, max_shard_size=100)
@@ -95,6 +97,7 @@ class TestOrbax(SourceTests):
     format_name = "Orbax"
 
     def write(self, tensors: Mapping[str, np.ndarray], directory: Path) -> Path:
+        pytest.importorskip("orbax.checkpoint")
         from foreign_files import nested, write_orbax
 
         return write_orbax(directory / "ckpt", nested(tensors))

@@ -117,6 +117,8 @@ def test_a_tensorflow_tensor_read_in_pieces_is_checksummed(tmp_path: Path) -> No
 
 @pytest.mark.parametrize("name", ["safetensors", "npz"])
 def test_torch_and_jax_load_file_read_foreign_formats_too(written: Written, name: str) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("jax")
     import ocf.jax
     import ocf.torch
 

@@ -13,6 +13,9 @@ from collections import OrderedDict
 from pathlib import Path
 
 import pytest
+
+pytest.importorskip("torch")
+
 import torch
 from torch import nn
 

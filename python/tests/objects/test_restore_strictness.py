@@ -11,9 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("jax")
+
 import jax.numpy as jnp
 import numpy as np
-import pytest
 import torch
 from helpers import corrupt_tensor
 from torch import nn

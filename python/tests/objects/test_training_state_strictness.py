@@ -15,9 +15,14 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("jax")
+pytest.importorskip("optax")
+
 import jax.numpy as jnp
 import optax
-import pytest
 import torch
 from torch import nn
 

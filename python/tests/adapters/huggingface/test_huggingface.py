@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
 

@@ -19,12 +19,18 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")  # before JAX is imported
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("jax")
+pytest.importorskip("flax")
+pytest.importorskip("optax")
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-import pytest
 import torch
 
 import ocf

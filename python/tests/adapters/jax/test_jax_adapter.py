@@ -11,6 +11,12 @@ import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import pytest
+
+pytest.importorskip("jax")
+pytest.importorskip("flax")
+pytest.importorskip("optax")
+
 import flax.linen as nn
 import flax.struct as flax_struct
 import jax
@@ -18,7 +24,6 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import optax
-import pytest
 from flax.training import train_state
 
 import ocf

@@ -12,11 +12,15 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+pytest.importorskip("jax")
+pytest.importorskip("optax")
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-import pytest
 
 import ocf
 import ocf.jax

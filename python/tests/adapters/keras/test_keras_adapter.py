@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from frameworks import skip_unless_installed
 from repo_paths import TESTS_DIR
 from samples import assert_all_bit_exact
 
@@ -30,7 +31,9 @@ OPTIMIZERS = ["adam", "adamw"]
 
 
 def run_worker(backend: str, command: str, out: Path) -> dict[str, Any]:
-    """Run one worker command; its facts, or the failure with the worker's output."""
+    """Run one worker command; its facts, or the failure with the worker's output (a
+    skip when Keras or the backend is not installed)."""
+    skip_unless_installed("keras", backend)
     env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3",
            "PYTHONPATH": os.pathsep.join([str(Path(ocf.numpy.__file__).parents[1]),
                                           os.environ.get("PYTHONPATH", "")])}

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+pytest.importorskip("torch")
 pytest.importorskip("keras")
 
 from repo_paths import TESTS_DIR
