@@ -39,6 +39,7 @@ from ocf.cli.launch import version_line
 from ocf.cli.report_command import report
 from ocf.cli.tree import tree
 from ocf.cli.verify_command import verify
+from ocf.format.codecs.registry import CODECS
 from ocf.format.errors import OCFError
 from ocf.interop.registry import names as format_names
 
@@ -114,7 +115,8 @@ def _parser() -> argparse.ArgumentParser:
                    help=f"the format of SRC, when detection cannot tell: {known}")
     p.add_argument("--layout", choices=("file", "directory"),
                    help="OCF target: one file, or a directory of an index and shards")
-    p.add_argument("--compression", choices=("none", "zstd"), help="OCF target: the codec")
+    p.add_argument("--compression", choices=[codec.name for codec in CODECS],
+                   help="OCF target: the codec")
     p.add_argument("--chunk-size", type=int, metavar="BYTES",
                    help="OCF target: bytes per checksummed chunk (a multiple of 64, "
                    "4096 to 1 GiB)")

@@ -1,6 +1,7 @@
-"""The ``format`` of every ``--json`` document: one definition, written from the format
-registry (ocf.cli.format_schema), so that a format added to the registry cannot be
-missing from the schemas."""
+"""What the command line lists comes from the registries, so that a format or a codec
+added to one cannot be missing from it: the ``format`` of every ``--json`` document
+(one definition, written from the format registry by ocf.cli.format_schema) and the
+codecs ``ocf convert --compression`` takes."""
 
 from __future__ import annotations
 
@@ -77,3 +78,14 @@ def test_the_tool_writes_the_file_and_checks_it(tmp_path: Path,
     assert target.read_text() == rendered()
     monkeypatch.setattr(sys, "argv", ["gen_cli_schemas.py", "--check"])
     assert gen_cli_schemas.main() == 0
+
+
+def test_convert_takes_every_codec_of_the_codec_registry() -> None:
+    from cli_support import run
+
+    from ocf.format.codecs.registry import CODECS
+
+    done = run("convert", "--help")
+    assert done.returncode == 0, done.stderr
+    listed = "{" + ",".join(codec.name for codec in CODECS) + "}"
+    assert f"--compression {listed}" in " ".join(done.stdout.split())
