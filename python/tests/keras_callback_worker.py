@@ -5,7 +5,8 @@ checkpoint of WORKDIR/run (none on a fresh start), trains a Dense network
 with seeded Dropout and Adam for 4 epochs in all (batches in a fixed order)
 on the torch backend, a checkpoint after each epoch, and writes the final
 weights to WORKDIR/final.npz. With KILL_EPOCH >= 0 it prints "ready" at the
-second batch of that epoch and waits to be killed.
+second batch of that epoch and waits to be killed. A third argument
+``incremental`` saves with ``ModelCheckpoint(..., incremental=True)``.
 """
 
 from __future__ import annotations
@@ -47,7 +48,9 @@ def main() -> None:
     x = data.standard_normal((32, 4)).astype("float32")
     y = data.standard_normal((32, 1)).astype("float32")
     done = restore_latest(workdir / "run", model)
-    callbacks: list[keras.callbacks.Callback] = [ModelCheckpoint(workdir / "run", max_to_keep=2)]
+    incremental = sys.argv[3:] == ["incremental"]
+    callbacks: list[keras.callbacks.Callback] = [
+        ModelCheckpoint(workdir / "run", max_to_keep=2, incremental=incremental)]
     if kill_epoch >= 0:
         callbacks.append(KillPoint(kill_epoch))
     model.fit(x, y, batch_size=8, epochs=4, initial_epoch=done, shuffle=False, verbose=0,

@@ -6,7 +6,8 @@ the CPU, saving an OCF checkpoint every epoch, and at the end writes
 WORKDIR/final.ckpt. With KILL_EPOCH >= 0 it prints "ready" at the third
 batch of that epoch (once the previous epoch's checkpoint is on disk) and
 waits to be killed. RESUME is a checkpoint path to resume from, or "-";
-ASYNC is 1 to wrap the plugin in Lightning's AsyncCheckpointIO.
+ASYNC is 1 to wrap the plugin in Lightning's AsyncCheckpointIO. A sixth
+argument ``incremental`` makes the plugin ``OCFCheckpointIO(incremental=True)``.
 """
 
 from __future__ import annotations
@@ -70,7 +71,8 @@ def main() -> None:
                                                  every_n_epochs=1), RandomStates()]
     if kill_epoch >= 0:
         callbacks.append(KillPoint(kill_epoch, checkpoints))
-    io = AsyncCheckpointIO(OCFCheckpointIO()) if use_async else OCFCheckpointIO()
+    plugin = OCFCheckpointIO(incremental=sys.argv[6:] == ["incremental"])
+    io = AsyncCheckpointIO(plugin) if use_async else plugin
     trainer = Trainer(max_epochs=epochs, accelerator="cpu", devices=1, plugins=[io],
                       callbacks=callbacks, logger=False, enable_progress_bar=False,
                       enable_model_summary=False, num_sanity_val_steps=0, deterministic=True)

@@ -7,7 +7,6 @@ an OCF target; OCF to OCF with them rewrites the checkpoint (ocf.interop.ocf.rel
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from ocf.cli.progress import progress
@@ -43,9 +42,6 @@ def convert(args: argparse.Namespace) -> int:
     try:
         with reporting_progress(bar.update):
             run(args.src, args.dst, to=target.name, source_format=source.name, **options)
-    except ImportError as exc:  # a format whose framework is not installed names its extra
-        print(f"ocf convert: {exc}", file=sys.stderr)
-        return 1
     finally:
         bar.close()
     print(f"converted {args.src} ({source.name}) -> {args.dst} ({target.name})")

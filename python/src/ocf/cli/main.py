@@ -151,9 +151,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             emit(error_document(exc))
         print(exc, file=sys.stderr)
         return int(getattr(args, "error_status", 1))
-    except ImportError as exc:  # a format read through a library that is not installed
-        print(f"ocf {args.command}: {exc}", file=sys.stderr)
-        return int(getattr(args, "error_status", 1))
     except BrokenPipeError:  # output piped into `head` and the like
         sys.stderr.close()
         return 0

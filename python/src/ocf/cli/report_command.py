@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from ocf.cli.managed import is_managed_directory, latest_of
@@ -10,7 +11,11 @@ from ocf.cli.report_data import history, snapshot
 
 
 def report(args: argparse.Namespace) -> int:
-    from ocf.cli.report_page import page  # matplotlib, loaded only for this command
+    try:
+        from ocf.cli.report_page import page  # matplotlib, loaded only for this command
+    except ImportError as exc:  # the command's own optional library, not the checkpoint's
+        print(f"ocf report: {exc}", file=sys.stderr)
+        return 1
 
     managed = is_managed_directory(args.path)
     taken = snapshot(latest_of(args.path) if managed else args.path, args.histograms)

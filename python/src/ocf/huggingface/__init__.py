@@ -12,7 +12,11 @@
   the step, registered objects and every process's random generators.
 
 Both cover training in one process or data parallel (DDP); FSDP, DeepSpeed
-and Megatron-LM keep their own checkpoint code and are refused by name.
+and Megatron-LM keep their own checkpoint code and are refused by name. Both
+write a folder whole or not at all (:mod:`ocf.format.folder_commit`). They
+take no ``incremental=True``: an incremental save shares blocks through the
+pool of its file's own directory, and each of these folders is a directory
+of its own, so nothing would be shared.
 
 Examples:
     >>> from ocf.huggingface import OCFTrainer

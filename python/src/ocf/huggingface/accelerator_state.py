@@ -6,7 +6,11 @@ models' state dicts, the optimizers', the schedulers', the gradient
 scaler's, stateful dataloaders', the objects registered with
 ``register_for_checkpointing`` and the accelerator's step) and
 ``random_states_{rank}.ocf`` (every process: its Python, NumPy, torch and
-CUDA generators). :func:`load_state` puts them back into the objects the
+CUDA generators). The folder is written whole or not at all: under a hidden
+temporary sibling, renamed to ``output_dir`` once every file in it is on disk,
+replacing a previous folder there in one exchange of names
+(:mod:`ocf.format.folder_commit`), so a save killed at any moment leaves the
+previous state or the new one, never a mix. :func:`load_state` puts them back into the objects the
 accelerator prepared, in the same order; a different number of models,
 optimizers, schedulers or registered objects is INVALID, naming both counts,
 before anything changes.
@@ -19,11 +23,14 @@ Accelerate keeps the objects ``prepare`` returned in its lists ``_models``,
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 from ocf.format.errors import InvalidError
+from ocf.format.folder_commit import StagedFolder, remove_leftovers
 from ocf.huggingface._framework import accelerate
+from ocf.huggingface.shared_write import shared_write_id
 from ocf.torch.random_states import global_random_states, set_global_random_states
 from ocf.torch.state_trees import load_tree, save_tree
 
@@ -40,24 +47,41 @@ def save_state(accelerator: accelerate.Accelerator, output_dir: str | os.PathLik
     """
     _refuse_sharded(accelerator)
     folder = Path(output_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    accelerator.wait_for_everyone()
+    staged = StagedFolder(folder, shared_write_id(accelerator))
     if accelerator.is_main_process:
-        state = {
-            "models": [accelerator.get_state_dict(model, unwrap=False)
-                       for model in accelerator._models],
-            "optimizers": [optimizer.state_dict() for optimizer in accelerator._optimizers],
-            "schedulers": [scheduler.state_dict() for scheduler in accelerator._schedulers],
-            "dataloaders": [loader.state_dict() if _stateful(loader) else None
-                            for loader in accelerator._dataloaders],
-            "custom_objects": [obj.state_dict() for obj in accelerator._custom_objects],
-            "scaler": accelerator.scaler.state_dict() if accelerator.scaler is not None else None,
-            "step": accelerator.step,
-        }
-        save_tree(state, folder / STATE_FILE, {"accelerate_version": accelerate.__version__})
-    save_tree(global_random_states(), _random_states_file(folder, accelerator.process_index))
+        remove_leftovers(folder.parent, re.escape(folder.name))
+        staged.create()
+    accelerator.wait_for_everyone()
+    try:
+        if accelerator.is_main_process:
+            save_tree(_main_state(accelerator), staged.folder / STATE_FILE,
+                      {"accelerate_version": accelerate.__version__})
+        save_tree(global_random_states(),
+                  _random_states_file(staged.folder, accelerator.process_index))
+        accelerator.wait_for_everyone()
+    except BaseException:
+        if accelerator.is_main_process:
+            staged.discard()
+        raise
+    if accelerator.is_main_process:
+        staged.commit()
     accelerator.wait_for_everyone()
     return folder
+
+
+def _main_state(accelerator: accelerate.Accelerator) -> dict[str, Any]:
+    """What the main process saves: every prepared object's state and the step."""
+    return {
+        "models": [accelerator.get_state_dict(model, unwrap=False)
+                   for model in accelerator._models],
+        "optimizers": [optimizer.state_dict() for optimizer in accelerator._optimizers],
+        "schedulers": [scheduler.state_dict() for scheduler in accelerator._schedulers],
+        "dataloaders": [loader.state_dict() if _stateful(loader) else None
+                        for loader in accelerator._dataloaders],
+        "custom_objects": [obj.state_dict() for obj in accelerator._custom_objects],
+        "scaler": accelerator.scaler.state_dict() if accelerator.scaler is not None else None,
+        "step": accelerator.step,
+    }
 
 
 def load_state(accelerator: accelerate.Accelerator, input_dir: str | os.PathLike[str]) -> None:

@@ -16,6 +16,15 @@ overrides each pair, so the folder ``checkpoint-N`` holds:
   callbacks' states), unchanged;
 - ``training_args.json``: the training arguments, instead of a pickle.
 
+The folder is written whole or not at all: Transformers' own save writes it
+under a hidden temporary name (its run directory is, for the length of the
+save, the hidden ``.checkpoint-N.ocf-tmp-<writeid>``), and it is renamed to
+``checkpoint-N`` once every file in it is on disk
+(:mod:`ocf.format.folder_commit`). A run killed in the middle of a save
+leaves its previous checkpoints as they were and no ``checkpoint-N`` that
+``resume_from_checkpoint=True`` would pick up half written; the next save
+deletes the leftover. Old checkpoints are rotated after the rename.
+
 Resuming reads these files when they are there and falls back to
 Transformers' own otherwise, so a run started without OCF resumes with it.
 """
@@ -26,7 +35,9 @@ import os
 from typing import Any
 
 from ocf import torch as ocf_torch
+from ocf.format.folder_commit import StagedFolder, folder_names, remove_leftovers
 from ocf.huggingface._framework import transformers
+from ocf.huggingface.shared_write import shared_write_id
 from ocf.torch.random_states import global_random_states, set_global_random_states
 from ocf.torch.state_trees import load_tree, save_tree
 
@@ -34,6 +45,7 @@ MODEL_FILE = "model.ocf"
 OPTIMIZER_FILE = "optimizer.ocf"
 SCALER_FILE = "scaler.ocf"
 ARGUMENTS_FILE = "training_args.json"
+TRAINER_STATE_FILE = "trainer_state.json"  # Transformers' name for its TrainerState
 
 
 class OCFCheckpointing:
@@ -60,6 +72,47 @@ class OCFCheckpointing:
         if sharded:
             raise ValueError(f"ocf.huggingface.OCFCheckpointing does not save {sharded[0]} "
                              "training state; use transformers.Trainer's own checkpoints there")
+
+    # -- the folder, whole or not at all -------------------------------------------
+
+    _ocf_staging_run: str | None = None  # the run directory Transformers writes into
+
+    def _get_output_dir(self, trial: Any) -> str:
+        if self._ocf_staging_run is not None:
+            return self._ocf_staging_run
+        return super()._get_output_dir(trial)  # type: ignore[misc,no-any-return]
+
+    def _save_checkpoint(self, model: Any, trial: Any) -> None:
+        run_dir = self._get_output_dir(trial)
+        prefix = transformers.trainer_utils.PREFIX_CHECKPOINT_DIR
+        final = os.path.join(run_dir, f"{prefix}-{self.state.global_step}")
+        staged = StagedFolder(final, shared_write_id(self.accelerator))
+        if self.args.should_save:
+            remove_leftovers(run_dir, folder_names(prefix))
+            staged.create()
+        self.accelerator.wait_for_everyone()
+        self._ocf_staging_run = str(staged.staging)
+        try:
+            super()._save_checkpoint(model, trial)  # type: ignore[misc]
+            if self.state.best_model_checkpoint == str(staged.folder):
+                # Transformers found the best checkpoint in the run directory it was given.
+                self.state.best_model_checkpoint = final
+                if self.args.should_save:
+                    self.state.save_to_json(str(staged.folder / TRAINER_STATE_FILE))
+            self.accelerator.wait_for_everyone()
+        except BaseException:
+            if self.args.should_save:
+                staged.discard()
+            raise
+        finally:
+            self._ocf_staging_run = None
+        if self.args.should_save:
+            staged.commit()
+            # Transformers rotated inside the staging directory, where nothing was old.
+            transformers.trainer_utils.rotate_checkpoints(
+                output_dir=run_dir, save_total_limit=self.args.save_total_limit,
+                best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=True)
+        self.accelerator.wait_for_everyone()
 
     # -- the model ------------------------------------------------------------
 

@@ -6,14 +6,16 @@ it to OCF and back (:meth:`Format.to_ocf`, :meth:`Format.from_ocf`), and
 describe it in its own terms for ``ocf inspect`` and ``ocf verify``
 (:meth:`Format.overview`, :meth:`Format.storage`, :attr:`Format.checks`).
 Each lives in its own folder of ocf.interop and is listed once in
-:mod:`ocf.interop.registry`.
+:mod:`ocf.interop.registry`. Most read local paths only, through one Source
+class, and convert through their ``convert`` module: :class:`LocalFormat`
+says that once.
 """
 
 from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, Protocol
 
 from ocf.format.source import AnySource
 from ocf.format.storage.location import StorageOptions
@@ -85,3 +87,39 @@ class Format(ABC):
         rows += [(key, view.dtype.name, str(list(view.shape))) for key, view in source.items()]
         return [f"checkpoint: {source.path}", f"{self.title} file, {len(source)} tensors",
                 format_table(rows)]
+
+
+class OpensLocally(Protocol):
+    """A Source class of a local format: ``source(path, verify=verify)`` opens one."""
+
+    def __call__(self, path: str | os.PathLike[str], *, verify: bool = True) -> AnySource: ...
+
+
+class Converter(Protocol):
+    """A format's conversion module (``convert.py``)."""
+
+    def to_ocf(self, src: str, dst: str, **options: Any) -> None: ...
+
+    def from_ocf(self, src: str, dst: str) -> None: ...
+
+
+class LocalFormat(Format):
+    """A format read from local paths only (the registry gives URLs to OCF), opened as
+    its :attr:`source` and converted by its :attr:`converter` module, unless it says
+    otherwise."""
+
+    #: What a checkpoint of the format opens as.
+    source: OpensLocally
+    #: The module converting it to OCF and back.
+    converter: Converter
+
+    def open(self, path: str | os.PathLike[str], *, verify: bool = True,
+             storage_options: StorageOptions | None = None) -> AnySource:
+        del storage_options  # a local path: the registry gives URLs to OCF
+        return self.source(path, verify=verify)
+
+    def to_ocf(self, src: str, dst: str, **options: Any) -> None:
+        self.converter.to_ocf(src, dst, **options)
+
+    def from_ocf(self, src: str, dst: str) -> None:
+        self.converter.from_ocf(src, dst)

@@ -18,13 +18,12 @@ from __future__ import annotations
 import os
 from abc import abstractmethod
 from collections.abc import Iterator, Mapping
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ocf.format.errors import NotFoundError
 from ocf.format.metadata import MetadataValue
 from ocf.format.source import Source, TensorSummary
-from ocf.format.storage.location import StorageOptions
-from ocf.interop.base import Format
+from ocf.interop.base import LocalFormat
 from ocf.interop.output import open_source
 
 EntryT = TypeVar("EntryT")
@@ -96,32 +95,12 @@ def has_suffix(path: str, suffix: str) -> bool:
     return path.lower().endswith(suffix) and os.path.isfile(path)
 
 
-class Converter(Protocol):
-    """A format's conversion module (``convert.py``)."""
 
-    def to_ocf(self, src: str, dst: str, **options: Any) -> None: ...
-
-    def from_ocf(self, src: str, dst: str) -> None: ...
-
-
-class FileFormat(Format):
+class FileFormat(LocalFormat):
     """A format held in one local file whose name ends with one of :attr:`suffixes`."""
 
     #: The Source a file of the format opens as.
     source: type[FileSource[Any]]
-    #: The module converting it to OCF and back.
-    converter: Converter
 
     def detect(self, path: str) -> bool:
         return any(has_suffix(path, suffix) for suffix in self.suffixes)
-
-    def open(self, path: str | os.PathLike[str], *, verify: bool = True,
-             storage_options: StorageOptions | None = None) -> FileSource[Any]:
-        del storage_options  # a local file: the registry gives URLs to OCF
-        return self.source(path, verify=verify)
-
-    def to_ocf(self, src: str, dst: str, **options: Any) -> None:
-        self.converter.to_ocf(src, dst, **options)
-
-    def from_ocf(self, src: str, dst: str) -> None:
-        self.converter.from_ocf(src, dst)

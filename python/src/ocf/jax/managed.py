@@ -36,8 +36,10 @@ class TreeManager:
 
     The options are those of :class:`ocf.CheckpointManager` (``max_to_keep``,
     ``keep_checkpoint_every_n_hours``, ``best_fn`` and ``best_mode``,
-    ``storage_options`` for an ``s3://`` directory). A directory whose state
-    file was lost is recovered as that manager recovers it.
+    ``storage_options`` for an ``s3://`` directory, ``incremental=True`` for
+    saves that write only the arrays' blocks whose bytes changed into the
+    directory's pool, on a local directory). A directory whose state file
+    was lost is recovered as that manager recovers it.
 
     Examples:
         >>> manager = ocf.jax.TreeManager("run", max_to_keep=3)
@@ -54,7 +56,8 @@ class TreeManager:
                  checkpoint_name: str = "ckpt",
                  storage_options: StorageOptions | None = None,
                  best_fn: Callable[[Metrics], float] | None = None,
-                 best_mode: Literal["max", "min"] = "max") -> None:
+                 best_mode: Literal["max", "min"] = "max",
+                 incremental: bool = False) -> None:
         self._checkpoint = Checkpoint(**{EDGE: TreeState(None)})
         self._name = checkpoint_name
         self._storage_options = storage_options
@@ -62,7 +65,7 @@ class TreeManager:
             self._checkpoint, directory, max_to_keep=max_to_keep,
             keep_checkpoint_every_n_hours=keep_checkpoint_every_n_hours,
             checkpoint_name=checkpoint_name, storage_options=storage_options,
-            best_fn=best_fn, best_mode=best_mode)
+            best_fn=best_fn, best_mode=best_mode, incremental=incremental)
 
     @property
     def directory(self) -> str:

@@ -53,6 +53,9 @@ class ModelCheckpoint(keras.callbacks.Callback):  # type: ignore[misc]
     latest checkpoint and the best ones by it (``mode`` ``"min"`` or
     ``"max"``). ``blocking=False`` writes in the background while training
     goes on; the last write is waited for when training ends.
+    ``incremental=True`` (a local directory) writes only the blocks whose
+    bytes changed since the previous checkpoint into the directory's pool and
+    references the others, as :class:`ocf.CheckpointManager` does with it.
 
     Examples:
         >>> from ocf.keras.callbacks import ModelCheckpoint
@@ -63,7 +66,8 @@ class ModelCheckpoint(keras.callbacks.Callback):  # type: ignore[misc]
     def __init__(self, directory: str | os.PathLike[str], *, max_to_keep: int | None = 5,
                  save_freq: Literal["epoch"] | int = "epoch", monitor: str | None = None,
                  mode: Literal["min", "max"] = "min", include_optimizer: bool = True,
-                 blocking: bool = True, storage_options: StorageOptions | None = None) -> None:
+                 blocking: bool = True, storage_options: StorageOptions | None = None,
+                 incremental: bool = False) -> None:
         super().__init__()
         if save_freq != "epoch" and not (isinstance(save_freq, int) and save_freq > 0):
             raise InvalidError(f"save_freq must be 'epoch' or a positive number of batches, "
@@ -71,7 +75,7 @@ class ModelCheckpoint(keras.callbacks.Callback):  # type: ignore[misc]
         self.directory = os.fspath(directory)
         self.max_to_keep, self.save_freq, self.monitor = max_to_keep, save_freq, monitor
         self.mode, self.include_optimizer, self.blocking = mode, include_optimizer, blocking
-        self.storage_options = storage_options
+        self.storage_options, self.incremental = storage_options, incremental
         self._epochs = Variable(np.array(0, dtype=np.int64))
         self._manager: CheckpointManager | None = None
         self._pending: Any = None
@@ -83,6 +87,7 @@ class ModelCheckpoint(keras.callbacks.Callback):  # type: ignore[misc]
         self._manager = CheckpointManager(
             checkpoint, self.directory, max_to_keep=self.max_to_keep,
             storage_options=self.storage_options, best_mode=self.mode,
+            incremental=self.incremental,
             best_fn=None if monitor is None else (lambda metrics: float(metrics[monitor])))
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ocf.lightning._framework import CheckpointIO, get_filesystem
+from ocf.lightning.pooled_saves import PooledSaves
 from ocf.torch._framework import torch
 from ocf.torch.state_trees import load_tree, save_tree
 
@@ -20,26 +21,36 @@ class OCFCheckpointIO(CheckpointIO):
 
     ``compression`` (``None`` or ``"zstd"``) and ``verify`` (checksum every
     chunk on load) are OCF's options; ``storage_options`` of a save go to
-    fsspec for a URL path, as in :func:`ocf.save_file`.
+    fsspec for a URL path, as in :func:`ocf.save_file`. ``incremental=True``
+    (local directories) writes into each directory's pool only the blocks
+    whose bytes changed since the previous checkpoint there, and collects the
+    pool when Lightning removes a checkpoint (:mod:`ocf.lightning.pooled_saves`).
 
     Examples:
         >>> trainer = Trainer(plugins=[OCFCheckpointIO(compression="zstd")])
         >>> trainer = Trainer(plugins=[AsyncCheckpointIO(OCFCheckpointIO())])
     """
 
-    def __init__(self, *, compression: str | None = None, verify: bool = True) -> None:
+    def __init__(self, *, compression: str | None = None, verify: bool = True,
+                 incremental: bool = False) -> None:
         self.compression = compression
         self.verify = verify
+        self._pooled = PooledSaves() if incremental else None
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | os.PathLike[str],
                         storage_options: Any | None = None) -> None:
         """Write ``checkpoint`` to ``path`` as one OCF file, replacing any file there."""
-        filesystem = get_filesystem(os.fspath(path))
-        filesystem.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         summary = {key: checkpoint[key] for key in _SUMMARY
                    if isinstance(checkpoint.get(key), (int, str))}
-        save_tree(checkpoint, path, summary, compression=self.compression,
-                  storage_options=storage_options)
+        if self._pooled is None:
+            _make_parent(path)
+            save_tree(checkpoint, path, summary, compression=self.compression,
+                      storage_options=storage_options)
+            return
+        with self._pooled.saving(path, storage_options) as base:  # refuses object stores
+            _make_parent(path)
+            save_tree(checkpoint, path, summary, compression=self.compression,
+                      incremental=True, base=base)
 
     def load_checkpoint(self, path: str | os.PathLike[str], map_location: Any | None = None,
                         weights_only: bool | None = None) -> dict[str, Any]:
@@ -51,6 +62,8 @@ class OCFCheckpointIO(CheckpointIO):
         holds no code, so loading one never runs any.
         """
         loaded = load_tree(path, device=_placement(map_location), verify=self.verify)
+        if self._pooled is not None:
+            self._pooled.loaded(path)
         if not isinstance(loaded, dict):
             raise TypeError(f"{path} holds a {type(loaded).__name__}, not a Lightning "
                             "checkpoint dict")
@@ -59,8 +72,19 @@ class OCFCheckpointIO(CheckpointIO):
     def remove_checkpoint(self, path: str | os.PathLike[str]) -> None:
         """Delete the checkpoint at ``path`` (a file, or a directory checkpoint)."""
         filesystem = get_filesystem(os.fspath(path))
-        if filesystem.exists(path):
-            filesystem.rm(path, recursive=True)
+
+        def remove() -> None:
+            if filesystem.exists(path):
+                filesystem.rm(path, recursive=True)
+
+        if self._pooled is None:
+            remove()
+        else:
+            self._pooled.removing(path, remove)
+
+
+def _make_parent(path: str | os.PathLike[str]) -> None:
+    get_filesystem(os.fspath(path)).makedirs(os.path.dirname(path) or ".", exist_ok=True)
 
 
 def _placement(map_location: Any) -> Any:

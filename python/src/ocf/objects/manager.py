@@ -83,6 +83,7 @@ from ocf.format.errors import (
 from ocf.format.storage.backend import WriterLock, backend_of
 from ocf.format.storage.location import StorageOptions, join_path, locate
 from ocf.objects.incremental import IncrementalSaves
+from ocf.objects.pool_root import local_pool_root
 from ocf.objects.recovery import refuse_number_below
 from ocf.objects.state_file import (
     STATE_FILE_NAME,
@@ -229,7 +230,7 @@ class CheckpointManager:
         # background while the training thread may read the properties.
         self._lock = threading.Lock()
         self._writer_lock: WriterLock | None = None  # taken by the first save
-        self._pool = IncrementalSaves(self._where) if incremental else None
+        self._pool = IncrementalSaves(local_pool_root(self._where)) if incremental else None
         now = clock()
         self._recover(recovered_state(self._directory, self._name, storage_options, now), now)
 

@@ -104,12 +104,12 @@ def locate(path: str | os.PathLike[str], storage_options: StorageOptions | None 
     if scheme is None:
         head, sep, rest = text.partition("://")
         return Path(rest if sep and head in _LOCAL_SCHEMES else text)
-    core = import_fsspec().core
+    core = import_fsspec(text).core
     try:
         fs, key = core.url_to_fs(text, **dict(storage_options or {}))
     except ImportError as exc:  # the filesystem's own package (s3fs, gcsfs) is missing
-        raise ImportError(f"{scheme}:// paths need {exc.name or 'its fsspec backend'}: "
-                          f"{EXTRA}") from exc
+        raise InvalidError(f"{scheme}:// paths need {exc.name or 'their fsspec backend'}, "
+                           f"which is not installed ({exc}; {EXTRA})", path=text) from None
     except ValueError as exc:
         raise InvalidError(f"no fsspec filesystem for {scheme}:// ({exc})", path=text) from None
     if not key.strip("/"):
@@ -117,13 +117,14 @@ def locate(path: str | os.PathLike[str], storage_options: StorageOptions | None 
     return ObjectPath(fs, str(key), scheme)
 
 
-def import_fsspec() -> Any:
-    """fsspec, or an ImportError that names the extra to install."""
+def import_fsspec(path: str) -> Any:
+    """fsspec; without it, InvalidError naming ``path`` (a URL) and the extra to install."""
     try:
         import fsspec
         import fsspec.core
-    except ImportError as exc:
-        raise ImportError(f"checkpoints on object stores need fsspec: {EXTRA}") from exc
+    except ImportError:
+        raise InvalidError("checkpoints on object stores need fsspec, which is not "
+                           f"installed ({EXTRA})", path=path) from None
     return fsspec
 
 

@@ -7,11 +7,9 @@ to OCF and back (:mod:`.convert`). Needs torch, imported on first use."""
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from ocf.format.source import AnySource
-from ocf.format.storage.location import StorageOptions
-from ocf.interop.base import Format
+from ocf.interop.base import LocalFormat
 from ocf.interop.dcp import convert
 from ocf.interop.dcp.metadata import METADATA_FILE
 from ocf.interop.dcp.source import DcpSource
@@ -21,13 +19,15 @@ from ocf.interop.text import format_size, format_table, shortened
 DATA_SUFFIX = ".distcp"
 
 
-class DcpFormat(Format):
+class DcpFormat(LocalFormat):
     """A directory ``torch.distributed.checkpoint.save`` wrote."""
 
     name = "dcp"
     title = "DCP"
     checks = "none: DCP stores no checksums"
     checksums = False
+    source = DcpSource
+    converter = convert
 
     def detect(self, path: str) -> bool:
         if not os.path.isfile(os.path.join(path, METADATA_FILE)):
@@ -36,17 +36,6 @@ class DcpFormat(Format):
             return any(name.endswith(DATA_SUFFIX) for name in os.listdir(path))
         except OSError:
             return False
-
-    def open(self, path: str | os.PathLike[str], *, verify: bool = True,
-             storage_options: StorageOptions | None = None) -> DcpSource:
-        del storage_options  # a local directory: the registry gives URLs to OCF
-        return DcpSource(path, verify=verify)
-
-    def to_ocf(self, src: str, dst: str, **options: Any) -> None:
-        convert.to_ocf(src, dst, **options)
-
-    def from_ocf(self, src: str, dst: str) -> None:
-        convert.from_ocf(src, dst)
 
     def storage(self, source: AnySource, key: str) -> tuple[int | None, str | None]:
         return sum(c.item.length for c in _opened(source).entry(key).chunks), None

@@ -3,7 +3,6 @@ orbax-checkpoint when it is installed (:mod:`.source`), converted to OCF."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from math import prod
 from typing import Any
@@ -12,8 +11,7 @@ import numpy as np
 
 from ocf.format.errors import InvalidError
 from ocf.format.source import AnySource
-from ocf.format.storage.location import StorageOptions
-from ocf.interop.base import Format
+from ocf.interop.base import LocalFormat
 from ocf.interop.orbax.source import OrbaxSource, item_directory
 from ocf.interop.source_writing import write_source
 from ocf.interop.text import format_table
@@ -22,7 +20,7 @@ from ocf.interop.text import format_table
 BATCH_BYTES = 256 << 20
 
 
-class OrbaxFormat(Format):
+class OrbaxFormat(LocalFormat):
     """A directory saved by ``ocp.StandardCheckpointer`` / ``PyTreeCheckpointer`` (or a
     CheckpointManager step directory holding one such item)."""
 
@@ -30,14 +28,10 @@ class OrbaxFormat(Format):
     title = "Orbax"
     checks = "none OCF can check: orbax restores each tensor"
     checksums = False
+    source = OrbaxSource
 
     def detect(self, path: str) -> bool:
         return item_directory(path) is not None
-
-    def open(self, path: str | os.PathLike[str], *, verify: bool = True,
-             storage_options: StorageOptions | None = None) -> OrbaxSource:
-        del storage_options  # local directories
-        return OrbaxSource(path, verify=verify)
 
     def to_ocf(self, src: str, dst: str, **options: Any) -> None:
         with OrbaxSource(src) as source:

@@ -10,7 +10,7 @@ OCF does not parse those formats itself: orbax-checkpoint, when installed,
 reads the tree's metadata (shapes and dtypes, no values) on opening, then
 restores one leaf at a time as a NumPy array (every other leaf a
 placeholder, so nothing else is read). Without orbax-checkpoint, opening is
-an ImportError naming what to install.
+INVALID, naming the directory and what to install.
 
 Tensors are keyed by their tree path, its parts joined with ``/``:
 ``params/dense/kernel``, ``opt_state/0/mu/w`` (list indices as numbers).
@@ -38,7 +38,13 @@ import numpy as np
 
 from ocf.format import dtypes
 from ocf.format.checksum import crc32c
-from ocf.format.errors import LimitExceededError, MalformedError, NotFoundError, OCFError
+from ocf.format.errors import (
+    InvalidError,
+    LimitExceededError,
+    MalformedError,
+    NotFoundError,
+    OCFError,
+)
 from ocf.format.limits import MAX_ELEMENTS, MAX_RANK, MAX_TENSORS, nonzero_product
 from ocf.format.memory import needing
 from ocf.format.metadata import MetadataValue
@@ -73,13 +79,14 @@ def item_directory(path: str) -> str | None:
     return items[0] if len(items) == 1 else None
 
 
-def orbax_checkpoint() -> Any:
-    """The orbax.checkpoint module; ImportError naming what to install without it."""
+def orbax_checkpoint(path: str) -> Any:
+    """The orbax.checkpoint module; InvalidError naming ``path`` and what to install
+    without it."""
     try:
         import orbax.checkpoint as ocp  # type: ignore[import-untyped]
-    except ImportError as exc:
-        raise ImportError("reading Orbax checkpoints needs orbax-checkpoint, which is not "
-                          f"installed: {EXTRA}") from exc
+    except ImportError:
+        raise InvalidError("reading an Orbax checkpoint needs orbax-checkpoint, which is "
+                           f"not installed ({EXTRA})", path=path) from None
     return ocp
 
 
@@ -112,7 +119,7 @@ class OrbaxSource(Source[TensorSummary]):
             raise NotFoundError(f"no Orbax checkpoint here (no {METADATA_FILE} file)",
                                 path=self.path)
         self.item = os.path.abspath(item)  # orbax reads relative paths as nothing
-        self._ocp = orbax_checkpoint()
+        self._ocp = orbax_checkpoint(self.path)
         raw = self._metadata_bytes()
         self._identity = (len(raw), crc32c(raw))
         tree, custom = self._read_tree()

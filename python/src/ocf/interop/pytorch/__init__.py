@@ -5,12 +5,8 @@ to OCF and back (:mod:`.convert`). Needs torch, imported on first use."""
 
 from __future__ import annotations
 
-import os
-from typing import Any
-
 from ocf.format.source import AnySource
-from ocf.format.storage.location import StorageOptions
-from ocf.interop.base import Format
+from ocf.interop.base import LocalFormat
 from ocf.interop.file_source import has_suffix
 from ocf.interop.pytorch import convert
 from ocf.interop.pytorch.flatten import UNREAD_KEY, VALUES_KEY
@@ -19,7 +15,7 @@ from ocf.interop.pytorch.source import PyTorchSource
 from ocf.interop.text import format_size, format_table, shortened
 
 
-class PyTorchFormat(Format):
+class PyTorchFormat(LocalFormat):
     """One ``torch.save`` ZIP archive; read with torch's restricted loader only."""
 
     name = "pytorch"
@@ -27,6 +23,8 @@ class PyTorchFormat(Format):
     suffixes = (".pt", ".pth", ".bin")
     checks = "none: torch.load checks no checksums"
     checksums = False
+    source = PyTorchSource
+    converter = convert
 
     def detect(self, path: str) -> bool:
         if any(has_suffix(path, suffix) for suffix in self.suffixes):
@@ -34,17 +32,6 @@ class PyTorchFormat(Format):
         # Lightning names its torch.save files .ckpt, as TensorFlow names prefixes (whose
         # files end .index and .data-*): a .ckpt file is read if it is a ZIP archive.
         return has_suffix(path, ".ckpt") and is_zip(path)
-
-    def open(self, path: str | os.PathLike[str], *, verify: bool = True,
-             storage_options: StorageOptions | None = None) -> PyTorchSource:
-        del storage_options  # a local file: the registry gives URLs to OCF
-        return PyTorchSource(path, verify=verify)
-
-    def to_ocf(self, src: str, dst: str, **options: Any) -> None:
-        convert.to_ocf(src, dst, **options)
-
-    def from_ocf(self, src: str, dst: str) -> None:
-        convert.from_ocf(src, dst)
 
     def overview(self, source: AnySource) -> list[str]:
         assert isinstance(source, PyTorchSource), "a .pt file opens as a PyTorchSource"

@@ -3,13 +3,11 @@ shards), read as one checkpoint (:mod:`.source`) and converted to OCF."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from ocf.format.errors import InvalidError
 from ocf.format.source import AnySource
-from ocf.format.storage.location import StorageOptions
-from ocf.interop.base import Format
+from ocf.interop.base import LocalFormat
 from ocf.interop.sharded_safetensors.source import (
     INDEX_NAME,
     ShardedSafetensorsSource,
@@ -19,7 +17,7 @@ from ocf.interop.source_writing import write_source
 from ocf.interop.text import format_size, format_table
 
 
-class ShardedSafetensorsFormat(Format):
+class ShardedSafetensorsFormat(LocalFormat):
     """A directory holding ``model.safetensors.index.json`` and the shards it names (or
     the index file itself)."""
 
@@ -27,14 +25,10 @@ class ShardedSafetensorsFormat(Format):
     title = "sharded-safetensors"
     checks = "none: safetensors has no checksums"
     checksums = False
+    source = ShardedSafetensorsSource
 
     def detect(self, path: str) -> bool:
         return index_path(path) is not None
-
-    def open(self, path: str | os.PathLike[str], *, verify: bool = True,
-             storage_options: StorageOptions | None = None) -> ShardedSafetensorsSource:
-        del storage_options  # local files
-        return ShardedSafetensorsSource(path, verify=verify)
 
     def to_ocf(self, src: str, dst: str, **options: Any) -> None:
         with ShardedSafetensorsSource(src) as source:

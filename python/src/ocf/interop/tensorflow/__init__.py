@@ -10,11 +10,9 @@ graph onto OCF's, :mod:`.convert` converts to OCF and back.
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from ocf.format.source import AnySource
-from ocf.format.storage.location import StorageOptions
-from ocf.interop.base import Format
+from ocf.interop.base import LocalFormat
 from ocf.interop.tensorflow import convert
 from ocf.interop.tensorflow.bundle_reader import is_tensorflow_checkpoint
 from ocf.interop.tensorflow.objects import OBJECT_GRAPH_KEY
@@ -23,27 +21,18 @@ from ocf.interop.tensorflow.state import STATE_FILENAME, read_checkpoint_state
 from ocf.interop.text import format_size, format_table
 
 
-class TensorFlowFormat(Format):
+class TensorFlowFormat(LocalFormat):
     """A TensorFlow V2 checkpoint: ``PREFIX.index`` and its data files, or a directory
     whose ``checkpoint`` state file names one."""
 
     name = "tensorflow"
     title = "TensorFlow"
     checks = "CRC-32C of every tensor"
+    source = TFSource
+    converter = convert
 
     def detect(self, path: str) -> bool:
         return is_tensorflow_checkpoint(path)
-
-    def open(self, path: str | os.PathLike[str], *, verify: bool = True,
-             storage_options: StorageOptions | None = None) -> TFSource:
-        del storage_options  # local files
-        return TFSource(path, verify=verify)
-
-    def to_ocf(self, src: str, dst: str, **options: Any) -> None:
-        convert.to_ocf(src, dst, **options)
-
-    def from_ocf(self, src: str, dst: str) -> None:
-        convert.from_ocf(src, dst)
 
     def latest(self, directory: str) -> str | None:
         """The prefix TensorFlow's ``checkpoint`` file in ``directory`` names, if it
