@@ -4,14 +4,17 @@ and the reject cases of R-POOL-001 to R-POOL-004.
 
 Every case holds a managed root ``run/``: checkpoints directly in it (single
 files, or directories holding ``index.ocf``) and the pool ``run/ocf-pool/``.
-Pool objects are shard files built byte by byte like any other; the index
-lists each with the SHA-256 of its bytes and the required feature ``pool``.
+Pool objects are shard files built byte by byte like any other, or (one
+case) the whole file of a single-file checkpoint, as a hard link made by a
+later save leaves it; the index lists each with the SHA-256 of its bytes and
+the required feature ``pool``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import struct
+from dataclasses import replace
 
 from ocf.v1 import index_pb2
 
@@ -109,6 +112,35 @@ def reads(suite: Suite) -> None:
                input=f"{ROOT}/ckpt-1", expect=mixed.expect())
 
 
+def linked_checkpoint_file(suite: Suite) -> None:
+    """A pool object that is the whole file of a single-file checkpoint: save 1 wrote
+    its blocks into its own file; save 2 reused ``frozen`` by linking that file into
+    the pool ([R-COMMIT-007]) and wrote ``head`` into its own file; save 1 is retired."""
+    first = Builder([""])
+    first.add("frozen", "float32", [4, 8], _raw(32, 1))
+    first.add("head", "float32", [6], _raw(6, 2))
+    first_file = first.files(minor=2)["index.ocf"]
+    second = Builder(["", _name(2)])
+    frozen = first.tensors[0]
+    second.tensors.append(replace(frozen, blocks=[replace(frozen.blocks[0], shard=1)]))
+    second.expected_tensors["frozen"] = first.expected_tensors["frozen"]
+    second.add("head", "float32", [6], _raw(6, 3), shard=0)
+    index = second.index()
+    index.shards[1].length = len(first_file)
+    index.shards[1].pool_sha256 = hashlib.sha256(first_file).digest()
+    index.header.required_features.append(FEATURE)
+    suite.read("read.pool.linked-checkpoint-file", requirements=["R-POOL-002", "R-POOL-003",
+                                                                 "R-POOL-004"],
+               description="run/ckpt-2 keeps head in its own data region and frozen in a "
+               "pool object that is the whole file of the retired single-file checkpoint "
+               "ckpt-1 (preamble, data region, index and footer), as a hard link made by a "
+               "later save leaves it: the pool object's data region runs to its end, and its "
+               "SHA-256 covers the index and footer too.",
+               files={f"{POOL}/{_name(2)}": first_file,
+                      f"{ROOT}/ckpt-2": second.files(index, minor=2)["index.ocf"]},
+               input=f"{ROOT}/ckpt-2", expect=second.expect())
+
+
 def _reject(suite: Suite, name: str, requirements: list[str], category: str,
             description: str, files: dict[str, bytes], *,
             links: dict[str, str] | None = None) -> None:
@@ -195,5 +227,6 @@ def file_rejects(suite: Suite) -> None:
 
 def generate(suite: Suite) -> None:
     reads(suite)
+    linked_checkpoint_file(suite)
     index_rejects(suite)
     file_rejects(suite)

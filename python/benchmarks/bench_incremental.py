@@ -39,6 +39,7 @@ import gc
 import json
 import resource
 import shutil
+import stat
 import statistics
 import sys
 import tempfile
@@ -196,8 +197,15 @@ LABELS = {"ocf-inc": "OCF incremental", "ocf-full": "OCF full", "safetensors": "
 # -- measuring ------------------------------------------------------------------------
 
 
-def files_of(directory: Path) -> dict[str, int]:
-    return {str(p): p.stat().st_size for p in directory.rglob("*") if p.is_file()}
+def files_of(directory: Path) -> dict[tuple[int, int], int]:
+    """The size of every file under ``directory``, by inode: a file an incremental save
+    linked into the pool is one file under two names, written once, stored once."""
+    found = {}
+    for path in directory.rglob("*"):
+        info = path.lstat()
+        if stat.S_ISREG(info.st_mode):
+            found[(info.st_dev, info.st_ino)] = info.st_size
+    return found
 
 
 def run(system: Any, scenario: str, scale: float, saves: int, keep: int, base: Path

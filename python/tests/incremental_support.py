@@ -66,3 +66,15 @@ def assert_root_consistent(root: Path, *, leftovers_allowed: bool) -> list[Path]
     if not leftovers_allowed:
         assert pool == referenced, f"leftovers: {sorted(pool - referenced)}"
     return checkpoints
+
+
+def stored_in_own_file(path: str | os.PathLike[str]) -> int:
+    """The stored bytes of the blocks that the checkpoint ``path`` keeps in its own file,
+    not in the pool: what its save wrote besides the index."""
+    with ocf.Reader(path) as reader:
+        own = {number for number, shard in enumerate(reader.index.shards)
+               if not shard.pool_sha256}
+        blocks = []
+        for info in reader.index.tensors.values():
+            blocks += [info.block] if info.block is not None else [s.block for s in info.slices]
+        return sum(block.stored_length for block in blocks if block.shard in own)

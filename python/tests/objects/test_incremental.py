@@ -1,7 +1,9 @@
 """Incremental saves (spec/pool.md): only changed bands are written, every
 checkpoint reads completely and verifies, unchanged bytes are reused only when
-they are equal byte for byte (never on equal CRCs), the pool keeps exactly what
-retained checkpoints reference, and an export stands alone."""
+they are equal byte for byte (never on equal CRCs), a checkpoint's own file
+enters the pool (a hard link, hashed then) only when a later save reuses a block
+of it, the pool keeps exactly what retained checkpoints reference, and an export
+stands alone."""
 
 from __future__ import annotations
 
@@ -12,7 +14,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from incremental_support import assert_root_consistent, state_for, verify_fully
+from incremental_support import (
+    assert_root_consistent,
+    state_for,
+    stored_in_own_file,
+    verify_fully,
+)
 
 import ocf
 from ocf.format.checksum import crc32c
@@ -25,22 +32,20 @@ ROWS, COLUMNS = 4096, 4096  # float32: 64 MiB, 64 bands of 1 MiB
 
 
 def _pool(root: Path) -> set[str]:
-    return set(os.listdir(root / POOL_DIRECTORY))
+    """The names in the pool of ``root`` (none before a save first reuses a block)."""
+    pool = root / POOL_DIRECTORY
+    return set(os.listdir(pool)) if pool.exists() else set()
 
 
 def _save(root: Path, number: int, tensors: dict[str, np.ndarray]) -> tuple[Path, set[str]]:
-    """Save ``tensors`` as ckpt-<number> on top of ckpt-<number - 1>; the new pool
-    objects it wrote."""
-    before = _pool(root) if (root / POOL_DIRECTORY).exists() else set()
+    """Save ``tensors`` as ckpt-<number> on top of ckpt-<number - 1>; the new names in
+    the pool (links to the files of earlier checkpoints)."""
+    before = _pool(root)
     base = root / f"ckpt-{number - 1}"
     path = root / f"ckpt-{number}"
     with ocf.Writer(path, incremental=True, base=base if base.exists() else None) as writer:
         writer.write_many(tensors)
     return path, _pool(root) - before
-
-
-def _written(root: Path, names: set[str]) -> int:
-    return sum(os.path.getsize(root / POOL_DIRECTORY / name) for name in names)
 
 
 def _flip_keeping_the_crc(data: bytearray, bit: int, fix_at: int) -> None:
@@ -88,11 +93,11 @@ def test_a_one_byte_change_anywhere_in_a_large_tensor_is_saved(tmp_path: Path) -
     for number, position in enumerate(positions, start=2):
         flat = tensor.reshape(-1).view(np.uint8)
         flat[position] ^= 0x40
-        path, new = _save(tmp_path, number, {"w": tensor})
+        path, _ = _save(tmp_path, number, {"w": tensor})
         np.testing.assert_array_equal(verify_fully(path)["w"], tensor,
                                       err_msg=f"byte {position}")
-        # One band rewritten: its 1 MiB and a preamble, not the 64 MiB tensor.
-        assert _written(tmp_path, new) == BAND_BYTES + 64, f"byte {position}"
+        # One band rewritten: its 1 MiB, not the 64 MiB tensor.
+        assert stored_in_own_file(path) == BAND_BYTES, f"byte {position}"
 
 
 def test_a_change_that_keeps_every_chunk_crc_is_still_saved(tmp_path: Path) -> None:
@@ -105,16 +110,17 @@ def test_a_change_that_keeps_every_chunk_crc_is_still_saved(tmp_path: Path) -> N
     chunk = bytearray(flat[start:start + CHUNK].tobytes())
     _flip_keeping_the_crc(chunk, bit=8 * 1000 + 3, fix_at=4096)
     flat[start:start + CHUNK] = np.frombuffer(chunk, np.uint8)
-    path, new = _save(tmp_path, 2, {"w": tensor})
+    path, _ = _save(tmp_path, 2, {"w": tensor})
     np.testing.assert_array_equal(verify_fully(path)["w"], tensor)
-    assert _written(tmp_path, new) == BAND_BYTES + 64
+    assert stored_in_own_file(path) == BAND_BYTES
 
 
 def test_unchanged_tensors_are_referenced_not_written(tmp_path: Path) -> None:
     state = state_for(3)
     _save(tmp_path, 1, state)
     path, new = _save(tmp_path, 2, state)
-    assert new == set()  # every block, the 8-byte scalar too, is found in the pool
+    assert stored_in_own_file(path) == 0  # every block, the 8-byte scalar too, is reused
+    assert len(new) == 1  # save 1's file, linked into the pool
     values = verify_fully(path)
     for key, array in state.items():
         np.testing.assert_array_equal(values[key], array)
@@ -184,7 +190,9 @@ def test_an_export_stands_alone(tmp_path: Path) -> None:
     root = tmp_path / "run"
     root.mkdir()
     state = state_for(4)
-    path, _ = _save(root, 1, state)
+    _save(root, 1, state)
+    path, _ = _save(root, 2, state)  # every block reused: in the pool
+    (root / "ckpt-1").unlink()  # retired
     exported = tmp_path / "alone.ocf"
     result = subprocess.run([sys.executable, "-m", "ocf", "export", str(path), str(exported)],
                             capture_output=True, text=True)
@@ -204,7 +212,8 @@ def test_an_export_stands_alone(tmp_path: Path) -> None:
 def test_pool_objects_are_never_read_through_a_symbolic_link(tmp_path: Path) -> None:
     root = tmp_path / "run"
     root.mkdir()
-    path, new = _save(root, 1, state_for(1))
+    _save(root, 1, state_for(1))
+    path, new = _save(root, 2, state_for(1))
     (root / POOL_DIRECTORY).rename(tmp_path / "elsewhere")
     (root / POOL_DIRECTORY).symlink_to(tmp_path / "elsewhere")
     with pytest.raises(ocf.NotFoundError, match="symbolic link"):
@@ -222,7 +231,8 @@ def test_verify_reports_a_pool_object_that_is_not_the_one_referenced(tmp_path: P
     [R-FILE-003]: no chunk CRC sees it, the object's SHA-256 does."""
     root = tmp_path / "run"
     root.mkdir()
-    path, new = _save(root, 1, {"w": np.arange(10, dtype=np.float32)})
+    _save(root, 1, {"w": np.arange(10, dtype=np.float32)})
+    path, new = _save(root, 2, {"w": np.arange(10, dtype=np.float32)})
     (name,) = new
     with open(root / POOL_DIRECTORY / name, "r+b") as file:
         file.seek(20)
@@ -263,18 +273,20 @@ def test_an_index_that_does_not_decode_stops_the_collection(tmp_path: Path) -> N
     root = tmp_path / "run"
     root.mkdir()
     state = state_for(1)
-    first, written_first = _save(root, 1, state)
+    _save(root, 1, state)
+    second, linked = _save(root, 2, state)  # save 1's file enters the pool
     changed = {key: value + 1 for key, value in state.items()}  # nothing reusable
-    second, _ = _save(root, 2, changed)
-    damaged = bytearray(first.read_bytes())
+    third, _ = _save(root, 3, changed)
+    damaged = bytearray(second.read_bytes())
     damaged[-40] ^= 0xFF  # in the index bytes: its CRC no longer matches
     (root / "copied-by-hand").write_bytes(bytes(damaged))
-    first.unlink()  # retired: its objects are garbage
+    (root / "ckpt-1").unlink()
+    second.unlink()  # retired: the pool object only it listed is garbage
     with pytest.warns(UserWarning, match="not collected"):
         assert collect_pool(root) == []
-    assert written_first <= _pool(root)
+    assert linked <= _pool(root)
     (root / "copied-by-hand").unlink()
-    assert set(collect_pool(root)) == written_first
-    assert referenced_objects(root) == _pool(root)
-    values = verify_fully(second)
+    assert set(collect_pool(root)) == linked
+    assert referenced_objects(root) == _pool(root) == set()
+    values = verify_fully(third)
     np.testing.assert_array_equal(values["table"], changed["table"])

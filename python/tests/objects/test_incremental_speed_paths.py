@@ -1,7 +1,8 @@
 """The paths an incremental save takes for speed keep every byte right: fine bands
-for large tables, pool objects hashed from their files on worker threads (after
-write_many has returned), byte comparisons ahead of the writes on worker threads,
-and whole reads of banded tensors straight into the new array."""
+for large tables, new blocks written unhashed into the checkpoint's own file and
+hashed only when a later save links that file into the pool (on a worker thread,
+while the caller may change its arrays), byte comparisons ahead of the writes on
+worker threads, and whole reads of banded tensors straight into the new array."""
 
 from __future__ import annotations
 
@@ -10,14 +11,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from incremental_support import verify_fully
+from incremental_support import stored_in_own_file, verify_fully
 
 import ocf
 from ocf.format.pool import POOL_DIRECTORY
 from ocf.format.writing.pooled import (
+    BAND_BYTES,
     FINE_BAND_BYTES,
     LARGE_TABLE_BYTES,
-    POOL_OBJECT_BYTES,
     band_bytes_for,
 )
 
@@ -31,14 +32,13 @@ def _pool_sizes(root: Path) -> dict[str, int]:
 
 
 def _save(root: Path, number: int, tensors: dict[str, np.ndarray]) -> tuple[Path, int]:
-    """Save ``tensors`` as ckpt-<number> on ckpt-<number - 1>; the bytes of the new
-    pool objects."""
-    before = _pool_sizes(root)
+    """Save ``tensors`` as ckpt-<number> on ckpt-<number - 1>; the bytes of the blocks
+    it wrote (in its own file)."""
     base = root / f"ckpt-{number - 1}"
     path = root / f"ckpt-{number}"
     with ocf.Writer(path, incremental=True, base=base if base.exists() else None) as writer:
         writer.write_many(tensors)
-    return path, sum(size for name, size in _pool_sizes(root).items() if name not in before)
+    return path, stored_in_own_file(path)
 
 
 def test_a_large_table_is_banded_finely_so_a_run_of_changed_rows_rewrites_little_more(
@@ -52,23 +52,41 @@ def test_a_large_table_is_banded_finely_so_a_run_of_changed_rows_rewrites_little
     table[start:start + 600] += np.float32(1)
     path, written = _save(tmp_path, 2, {"table": table})
     np.testing.assert_array_equal(verify_fully(path)["table"], table)
-    assert written == 3 * FINE_BAND_BYTES + 64  # three bands and one preamble
+    assert written == 3 * FINE_BAND_BYTES  # three bands
 
 
 def test_arrays_changed_after_write_many_returns_do_not_change_what_is_saved(
         tmp_path: Path) -> None:
-    """The new pool objects are hashed from their files, after write_many has returned:
-    the caller may already be changing its arrays (the next training step)."""
-    tensor = np.random.default_rng(2).random((3 * POOL_OBJECT_BYTES // 4096, 1024),
-                                             dtype=np.float32)  # three objects' worth
+    """The base's file is linked into the pool and hashed on a worker thread after
+    write_many has returned: the caller may already be changing its arrays (the next
+    training step); what is saved and hashed are the bytes of the files."""
+    tensor = np.random.default_rng(2).random((8192, 1024), dtype=np.float32)
+    _save(tmp_path, 1, {"w": tensor})
+    tensor[:100] += np.float32(1)
     saved = tensor.copy()
-    path = tmp_path / "ckpt-1"
-    with ocf.Writer(path, incremental=True) as writer:
+    path = tmp_path / "ckpt-2"
+    with ocf.Writer(path, incremental=True, base=tmp_path / "ckpt-1") as writer:
         writer.write_many({"w": tensor})
-        tensor += np.float32(1)  # before the commit, while objects may still be hashed
-    assert len(_pool_sizes(tmp_path)) >= 3  # several objects, finished one by one
-    assert all(size <= POOL_OBJECT_BYTES for size in _pool_sizes(tmp_path).values())
+        tensor += np.float32(1)  # before the commit, while the base's file is hashed
+    assert len(_pool_sizes(tmp_path)) == 1  # save 1's file, once
+    assert stored_in_own_file(path) == BAND_BYTES  # the band of the 100 changed rows
     np.testing.assert_array_equal(verify_fully(path)["w"], saved)
+
+
+def test_a_save_in_which_everything_changed_hashes_nothing_and_makes_no_pool(
+        tmp_path: Path) -> None:
+    """New blocks go to the checkpoint's own file, as in a full save: nothing enters
+    the pool and nothing is hashed until a later save reuses one of them."""
+    tensor = np.random.default_rng(6).random((4096, 1024), dtype=np.float32)
+    _save(tmp_path, 1, {"w": tensor})
+    tensor += np.float32(1)
+    path, written = _save(tmp_path, 2, {"w": tensor})
+    assert written == tensor.nbytes
+    assert not (tmp_path / POOL_DIRECTORY).exists()
+    with ocf.Reader(path) as reader:
+        assert reader.index.required_features == ()
+        assert [shard.path for shard in reader.index.shards] == [""]
+    np.testing.assert_array_equal(verify_fully(path)["w"], tensor)
 
 
 def test_a_pool_object_changed_after_it_was_hashed_fails_verification(tmp_path: Path
@@ -76,7 +94,8 @@ def test_a_pool_object_changed_after_it_was_hashed_fails_verification(tmp_path: 
     """What is recorded is the identity of the bytes in the file: a later change to the
     file, of any byte, is found by the SHA-256 (and by the CRC of its chunk)."""
     tensor = np.random.default_rng(3).random((4096, 1024), dtype=np.float32)
-    path, _ = _save(tmp_path, 1, {"w": tensor})
+    _save(tmp_path, 1, {"w": tensor})
+    path, _ = _save(tmp_path, 2, {"w": tensor})  # save 1's file linked and hashed
     (name,) = _pool_sizes(tmp_path)
     with open(tmp_path / POOL_DIRECTORY / name, "r+b") as file:
         file.seek(64 + 5 * (1 << 20) + 11)
@@ -112,3 +131,4 @@ def test_an_error_in_the_items_writes_the_ones_before_it_and_leaves_nothing(
             tmp_path / "ckpt-2", incremental=True, base=tmp_path / "ckpt-1") as writer:
         writer.write_many([("a", good), ("b", good), ("a", good)])  # a key twice
     assert not (tmp_path / "ckpt-2").exists()
+    assert _pool_sizes(tmp_path) == {}  # save 1's file was linked for "a", then unlinked

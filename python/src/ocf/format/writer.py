@@ -60,11 +60,12 @@ class Writer:
     larger than that gets a shard of its own).
 
     ``incremental=True`` (format 1.2, spec/pool.md) writes the single-file form
-    whose blocks all live in the pool ``ocf-pool`` of the file's directory,
-    its managed root: the blocks whose bytes the checkpoint ``base`` (of the
-    same root, usually the latest) already stores there are referenced, the
-    others written to new pool objects; tensors above 1 MiB are stored as bands
-    of rows so that a change rewrites only its band. Such a checkpoint is read
+    in the managed root that is the file's directory: the blocks whose bytes the
+    checkpoint ``base`` (of the same root, usually the latest) already stores
+    are referenced in the pool ``ocf-pool`` of the root (the base's file is
+    linked there when a block of it is first reused), the others written to the
+    file; tensors above 1 MiB are stored as bands of rows so that a change
+    rewrites only its band. Such a checkpoint is read
     like any other, but is complete only with its pool (``ocf export`` copies
     one out); :class:`ocf.CheckpointManager` with ``incremental=True`` keeps
     the pool and deletes what no checkpoint references.
@@ -131,9 +132,12 @@ class Writer:
         self._base: Reader | None = None
         reuse = None
         if incremental:
-            committer = pooled_committer(layout, storage, self.target, self.write_id,
-                                         max_shard_size)
-            self._base = open_base(base, self.target)
+            self._base = open_base(base, self.target)  # refused before a file is made
+            try:
+                committer = pooled_committer(layout, storage, self.target, self.write_id)
+            except BaseException:
+                self._close_base()
+                raise
             reuse = Reuse(self._base, self._tensors, committer).block_for
             self._committer: Committer = committer
         else:

@@ -2,22 +2,23 @@
 (spec/pool.md; spec/commit.md, "The pool of a managed root").
 
 With ``incremental=True`` a manager's directory is a managed root: each
-save writes a single index file whose blocks live in the pool
-``<directory>/ocf-pool``, writing only the blocks whose bytes differ from
-the latest checkpoint's and referencing the others
-(:mod:`ocf.format.writing.pooled`). Every checkpoint stays complete and
-verifiable on its own; it needs only the pool beside it.
+save writes a single file holding only the blocks whose bytes differ from
+the latest checkpoint's, and references the others in the pool
+``<directory>/ocf-pool``, into which the file of the latest checkpoint is
+linked when a block of it is first reused (:mod:`ocf.format.writing.pooled`).
+Every checkpoint stays complete and verifiable on its own; it needs only the
+pool beside it.
 
 Retention is the manager's as before: max_to_keep, the hours rule and
 keep-best delete checkpoints (their index files). After each save's
 deletions, the pool objects that no index of the directory lists any more
 are deleted (:func:`ocf.format.pool_gc.collect_pool`), so that a block
 stays exactly while a retained checkpoint references it. A process killed
-at any moment leaves every retained checkpoint whole: new pool objects are
-durable before an index names them, an index is deleted before the objects
-only it listed, and nothing listed is ever deleted. What a kill can leave
-(a killed save's new objects, a retired checkpoint's) is collected by the
-next save.
+at any moment leaves every retained checkpoint whole: a pool object is a
+link to the durable file of a committed checkpoint, made durable before an
+index names it, an index is deleted before the objects only it listed, and
+nothing listed is ever deleted. What a kill can leave (a killed save's new
+links, a retired checkpoint's objects) is collected by the next save.
 """
 
 from __future__ import annotations

@@ -166,8 +166,8 @@ class CheckpointManager:
     the worst-ranked instead of the oldest (see :meth:`save`). With
     ``incremental=True`` (a local directory, a managed object that takes
     ocf.Writer's options, as :class:`ocf.Checkpoint`), each save writes only the
-    blocks whose bytes changed since the latest checkpoint into the directory's
-    pool and references the others (:mod:`ocf.objects.incremental`).
+    blocks whose bytes changed since the latest checkpoint and references the
+    others in the directory's pool (:mod:`ocf.objects.incremental`).
 
     A manager reopened on the same directory continues from its state file,
     dropping entries whose files are gone. ``clock`` gives the timestamps

@@ -1,22 +1,30 @@
-"""Writing a checkpoint whose blocks live in the pool of its managed root
+"""Writing a checkpoint that may keep blocks in the pool of its managed root
 (spec/pool.md, spec/commit.md "The pool of a managed root").
 
-An incremental write stores the index as a single file at its target, with
-an empty data region, and every block in pool objects: the blocks whose
-bytes a base checkpoint of the same root already holds are referenced where
-they are, the others are written to new pool objects of this write. A
-block is reused only when its bytes equal the stored ones, compared byte
-for byte (read through the base's memory map, a megabyte at a time, so
-that a changed block is told early); CRCs are never taken as evidence
-[R-COMMIT-007]. Large tensors are stored as bands of rows (slices),
-so that a change in one row rewrites one band and not the whole tensor.
+An incremental write stores a single file at its target, as a full save
+does: the blocks whose bytes changed are written to its data region, unhashed,
+and the others are referenced where the base checkpoint (of the same root)
+keeps them. A block the base keeps in the pool is referenced there. A block
+the base keeps in its own file is referenced through a hard link of that file
+into the pool, made by the first save that reuses one of its blocks and hashed
+then (SHA-256, [R-POOL-004]): the file of a committed checkpoint never
+changes, and the link keeps it whole when the base is retired. A save in which
+everything changed so hashes nothing and costs what a full save costs; a save
+in which little changed hashes the previous save's new bytes, once.
+
+A block is reused only when its bytes equal the stored ones, compared byte
+for byte (a megabyte at a time, through the base's memory map, so that a
+changed block is told early); CRCs are never taken as evidence
+[R-COMMIT-007]. Large tensors are stored as bands of rows (slices), so that a
+change in one row rewrites one band and not the whole tensor.
 """
 
 from __future__ import annotations
 
-import hashlib
+import errno
 import os
 import stat
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -27,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from ocf.format import dtypes
-from ocf.format.container import INDEX_FILE_NAME, PREAMBLE_SIZE, padding
+from ocf.format.container import INDEX_FILE_NAME
 from ocf.format.errors import InvalidError
 from ocf.format.index.model import Block, Shard
 from ocf.format.pool import (
@@ -35,10 +43,12 @@ from ocf.format.pool import (
     managed_root,
     pool_directory,
     pool_object_name,
+    sha256_of,
 )
 from ocf.format.reader import Reader
 from ocf.format.slicing import Box
 from ocf.format.storage.backend import Backend, Output
+from ocf.format.storage.local import LocalInput
 from ocf.format.storage.location import Location
 from ocf.format.writing.committers import Committer, remove_temporaries_of
 from ocf.format.writing.items import Item, Tensors
@@ -57,22 +67,16 @@ LARGE_TABLE_BYTES = 64 << 20
 FINE_BAND_BYTES = 256 << 10
 # Bands per tensor at most, well inside the slices-per-tensor limit [R-SLICE-004].
 _MAX_BANDS = 4096
-# A new pool object takes blocks up to about this many bytes, then the next one: each
-# finished object is hashed and made durable on a worker thread while the following
-# ones are written, and an object stays in the pool only while one of its blocks is
-# current, so smaller objects also free the disk sooner.
-POOL_OBJECT_BYTES = 32 << 20
-# Bytes of a pool object read back and hashed at a time: a piece stays in the cache of
-# the core that hashes it.
-_HASH_PIECE = 1 << 20
-# Threads that hash and sync finished pool objects.
-_FINISHERS = 2
 # Bytes compared at a time when a block's bytes are checked against the stored ones:
 # small enough that a changed block is told after little work, large enough that
 # the per-piece cost is nothing.
 _COMPARE_PIECE = 1 << 20
 # The first piece compared: a changed block most often differs in it.
 _FIRST_PIECE = 4096
+# What link() reports on a file system that makes no hard link there: the block is
+# then written again instead of reused.
+_NO_HARD_LINKS = {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP,
+                  errno.EACCES}
 
 
 def bands(shape: tuple[int, ...], itemsize: int, band_bytes: int | None = None
@@ -106,28 +110,6 @@ def banded_items(tensors: Tensors, key: str, value: object) -> Iterator[Item]:
     yield from tensors.slices(key, array, (0,) * array.ndim, array.shape, boxes)
 
 
-def _identity_then_durable(output: Output) -> bytes:
-    """The SHA-256 of the finished pool object ``output`` [R-POOL-004], read back from
-    its file (the page cache: what was just written), after which the file is made
-    durable. Run on a worker thread: hashing is what an incremental save pays that
-    a full save does not, and it overlaps the writes of the next objects and the
-    disk writing this one back."""
-    digest = hashlib.sha256()
-    with open(os.fspath(output.path), "rb", buffering=0) as file:
-        buffer = bytearray(_HASH_PIECE)
-        view = memoryview(buffer)
-        left = output.position  # the object's length: every byte has been handed over
-        while left:
-            got = file.readinto(view[:min(left, _HASH_PIECE)])
-            if not got:
-                raise InvalidError("a new pool object is shorter than the bytes written "
-                                   "to it", path=output.path)
-            digest.update(view[:got])
-            left -= got
-    output.close_durably()
-    return digest.digest()
-
-
 @dataclass(frozen=True)
 class _Stored:
     """A block of the base checkpoint that a block of this write may reuse."""
@@ -138,124 +120,149 @@ class _Stored:
     shard_number: int
 
 
-class PoolCommitter(Committer):
-    """The files of an incremental write: new pool objects of at most
-    ``max_shard_size`` bytes (and about POOL_OBJECT_BYTES) in the pool directory,
-    and the index file at ``target`` (its data region empty), published last
-    [R-COMMIT-001]. Each finished object is hashed and fsynced on a worker thread."""
+@dataclass(frozen=True)
+class Adopted:
+    """A file of the base checkpoint linked into the pool as a new pool object: its
+    name there, its length and its SHA-256 (computed on a worker thread)."""
 
-    def __init__(self, storage: Backend, target: Location, write_id: str,
-                 max_shard_size: int) -> None:
+    name: str
+    length: int
+    digest: Future[bytes]
+
+
+class PoolCommitter(Committer):
+    """The files of an incremental write: the single file at ``target`` (new blocks,
+    then index and footer, under a temporary name renamed over the target
+    [R-COMMIT-001]), and the hard links into the pool of the base's files whose
+    blocks it reuses (made by :meth:`adopt`), listed as pool shards."""
+
+    def __init__(self, storage: Backend, target: Location, write_id: str) -> None:
         super().__init__(storage, target, write_id)
-        self.shard_limit = min(max_shard_size, POOL_OBJECT_BYTES)
         self.created_directory = storage.prepare_target(target, "file")
         self.pool = pool_directory(target)  # the directory of the index file is the root
-        _make_pool_directory(storage, self.pool)
-        # The shards of the new index in order: pool objects of the base, by name, and
-        # this write's new objects.
-        self._listed: list[Shard | Output] = []
+        _refuse_a_pool_that_is_no_directory(self.pool)
+        self._outputs.append(storage.create_output(target, write_id))
+        # The shards of the new index in the order of their first use, by name: this
+        # file (""), the base's pool objects, and the pool objects this write linked.
+        self._listed: list[Shard | Adopted | None] = []  # None: this file
         self._numbers: dict[str, int] = {}
-        self._finishers = ThreadPoolExecutor(max_workers=_FINISHERS)
-        self._digests: dict[str, Future[bytes]] = {}  # of the finished new objects
-        self._closed = 0  # the outputs before this one are finished and take no more blocks
+        self._links: list[Path] = []  # made by this write, removed by an abort
+        self._hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ocf-pool-hash")
 
     @property
     def shard(self) -> int:
-        return self._numbers[self._outputs[-1].final.name]
+        """This file's number in the new index: every new block goes to it."""
+        return self._number("", None)
 
-    def output_for(self, size: int) -> Output:
-        last = self._outputs[-1] if len(self._outputs) > self._closed else None
-        if last is None or (last.position > PREAMBLE_SIZE and last.position
-                            + padding(last.position) + size > self.shard_limit):
-            self._finish_outputs()
-            name = pool_object_name(self.write_id, len(self._outputs))
-            created = self.storage.create_output(self.pool / name, None)  # O_EXCL, fresh
-            self._outputs.append(created)
-            self._numbers[name] = len(self._listed)
-            self._listed.append(created)
-            return created
-        return last
-
-    def _finish_outputs(self) -> None:
-        """Hand the objects that take no more blocks to the finishing threads."""
-        for output in self._outputs[self._closed:]:
-            output.flush()  # every byte in the file before another thread reads it
-            self._digests[output.final.name] = self._finishers.submit(
-                _identity_then_durable, output)
-        self._closed = len(self._outputs)
-
-    def reference(self, shard: Shard) -> int:
-        """The number, in the new index, of the base's pool object ``shard``."""
-        number = self._numbers.get(shard.path)
+    def _number(self, name: str, entry: Shard | Adopted | None) -> int:
+        number = self._numbers.get(name)
         if number is None:
-            number = self._numbers[shard.path] = len(self._listed)
-            self._listed.append(shard)
+            number = self._numbers[name] = len(self._listed)
+            self._listed.append(entry)
         return number
 
+    def reference(self, shard: Shard | Adopted) -> int:
+        """The number, in the new index, of the pool object ``shard``: one the base
+        lists, or one this write linked."""
+        return self._number(shard.path if isinstance(shard, Shard) else shard.name, shard)
+
+    def adopt(self, source: LocalInput) -> Adopted | None:
+        """Link the base's file ``source`` into the pool under a new name and start
+        hashing it [R-COMMIT-007]; None when the file system makes no hard link here.
+        Called once per file, by one thread at a time."""
+        local = Path(os.fspath(self.pool))
+        if not self._links:
+            _refuse_a_pool_that_is_no_directory(local)
+            self.storage.make_directory(local)  # its name in the root durable
+        link = local / pool_object_name(self.write_id, len(self._links))
+        try:
+            os.link(os.path.realpath(source.path), link, follow_symlinks=False)
+        except OSError as exc:
+            if exc.errno in _NO_HARD_LINKS:
+                return None
+            raise
+        self._links.append(link)
+        linked, opened = os.lstat(link), os.fstat(source.fd)
+        if (linked.st_dev, linked.st_ino) != (opened.st_dev, opened.st_ino):
+            raise InvalidError("the base checkpoint's file was replaced during the save "
+                               "(one writer per managed root)", path=source.path)
+        return Adopted(link.name, linked.st_size,
+                       self._hasher.submit(self._identity, link.name, linked.st_size))
+
+    def _identity(self, name: str, length: int) -> bytes:
+        """The SHA-256 of the pool object ``name``, read as a reader opens it (in the
+        pool directory, no link followed, size and preamble checked) [R-POOL-004]."""
+        source = self.storage.open_pool_shard(self.pool, name, length)
+        try:
+            return sha256_of(source)
+        finally:
+            source.close()
+
+    def output_for(self, size: int) -> Output:
+        return self._outputs[0]
+
+    def close_shards(self) -> None:
+        """Nothing: the one file holds the index too, and becomes durable with it."""
+
     def commit(self, index: index_pb2.Index, name: str) -> None:
-        """Sync the new pool objects and the pool directory, list every pool object
-        with its SHA-256, then publish the index file [R-COMMIT-007]."""
-        self.close_shards()
-        if self._outputs:
-            self.storage.sync_directory(self.pool)
+        """List this file and the pool objects with their SHA-256, make the links'
+        names durable, then write the index and publish the file [R-COMMIT-007]."""
         for entry in self._listed:
-            if isinstance(entry, Shard):
+            if entry is None:
+                index.shards.add(path="")
+            elif isinstance(entry, Shard):
                 index.shards.add(path=entry.path, length=entry.length,
                                  pool_sha256=entry.pool_sha256)
             else:
-                index.shards.add(path=entry.final.name, length=entry.position,
-                                 pool_sha256=self._digests[entry.final.name].result())
-        if self._listed:
+                index.shards.add(path=entry.name, length=entry.length,
+                                 pool_sha256=entry.digest.result())
+        if self._links:
+            self.storage.sync_directory(self.pool)
+        if any(entry is not None for entry in self._listed):
             index.header.required_features.append(POOL_FEATURE)
         index_bytes = self._index_bytes(index)
-        index_file = self.storage.create_output(self.target, self.write_id)
-        self._outputs = [index_file]
-        self._write_index(index_file, index_bytes)
-        index_file.publish()
+        output = self._outputs[0]
+        self._write_index(output, index_bytes)
+        output.publish()
         self._outputs.clear()
+        self._links.clear()
         remove_temporaries_of(self.storage, self.target)
-        self._finishers.shutdown()
-
-    def close_shards(self) -> None:
-        """Make the pool objects written so far durable (and hashed); later blocks go
-        to new ones."""
-        self._finish_outputs()
-        for digest in self._digests.values():
-            digest.result()
+        self._hasher.shutdown()
 
     def abort(self) -> None:
-        self._finishers.shutdown()  # no thread still reads or syncs an object
+        self._hasher.shutdown()  # no thread still reads a link
+        for link in self._links:  # listed by no index: garbage already, gone sooner
+            self.storage.remove(link)
+        self._links.clear()
         super().abort()
 
 
-def _make_pool_directory(storage: Backend, pool: Location) -> None:
-    """Create the pool directory, durably, when it does not exist [R-COMMIT-007]."""
+def _refuse_a_pool_that_is_no_directory(pool: Location) -> None:
+    """InvalidError when the pool's name is taken by something other than a directory:
+    it is never written through [R-POOL-003]."""
     if isinstance(pool, Path):
-        mode = _lstat_mode(pool)
-        if stat.S_ISDIR(mode):
-            return  # made durable by the write that created it
-        if mode:  # never written through [R-POOL-003]
+        try:
+            mode = os.lstat(pool).st_mode
+        except FileNotFoundError:
+            return
+        if not stat.S_ISDIR(mode):
             raise InvalidError("the pool's name in the managed root is taken by a file "
                                "that is not a directory (or a symbolic link)", path=pool)
-    storage.make_directory(pool)  # durable, with its name in the root
-
-
-def _lstat_mode(path: Path) -> int:
-    try:
-        return os.lstat(path).st_mode
-    except FileNotFoundError:
-        return 0
 
 
 class Reuse:
-    """Finds, for each block to write, equal bytes the base checkpoint stores in the
-    pool; ``committer`` lists the pool objects it reuses."""
+    """Finds, for each block to write, equal bytes the base checkpoint stores, in the
+    pool or in its own file; ``committer`` lists the pool objects it reuses and links
+    the base's file into the pool when a block of it is first reused."""
 
     def __init__(self, base: Reader | None, tensors: Tensors, committer: PoolCommitter
                  ) -> None:
         self._base, self._tensors, self._committer = base, tensors, committer
         self._stored: dict[tuple[str, Box | None], _Stored] = {}
-        self._maps: dict[int, np.ndarray] = {}  # the base's pool objects, mapped
+        self._maps: dict[int, np.ndarray] = {}  # the base's files, mapped
+        # The base's own file, once linked into the pool (None: it cannot be).
+        self._adopted: dict[int, Adopted | None] = {}
+        self._adopting = threading.Lock()
         if base is None:
             return
         for key, info in base.index.tensors.items():
@@ -263,7 +270,8 @@ class Reuse:
                 ((tuple(s.start), tuple(s.extent)), s.block) for s in info.slices]
             for box, block in placed:
                 shard = base.index.shards[block.shard]
-                if shard.pool_sha256 and block.compression.stores_raw and block.raw_length:
+                if self._reusable(block.shard, shard) and block.compression.stores_raw \
+                        and block.raw_length:
                     self._stored[(key, box)] = _Stored(block, info.dtype, shard, block.shard)
         # Mapped here, once, not by the threads that compare.
         for number in {stored.shard_number for stored in self._stored.values()}:
@@ -271,10 +279,18 @@ class Reuse:
             if source.mappable:
                 self._maps[number] = np.frombuffer(source.mapping(), np.uint8)
 
+    def _reusable(self, number: int, shard: Shard) -> bool:
+        """Whether blocks of the base's shard ``number`` can be referenced: a pool
+        object, or the base's own local file (which a hard link makes one)."""
+        assert self._base is not None
+        return bool(shard.pool_sha256) or (
+            shard.path == "" and isinstance(self._base.shard_input(number), LocalInput))
+
     def block_for(self, item: Item) -> Callable[[], Block] | None:
         """None unless the base stores exactly ``item``'s bytes; else a function giving
-        the block of the new index that references them. Safe on any thread (it only
-        compares bytes); the function is called on the writing thread, in order."""
+        the block of the new index that references them. Safe on any thread (it
+        compares bytes, and links the base's file into the pool once); the function
+        is called on the writing thread, in order."""
         key = self._tensors.table.keys[item.row]
         box = None if item.box is None else (tuple(item.box[0]), tuple(item.box[1]))
         stored = self._stored.get((key, box))
@@ -283,14 +299,26 @@ class Reuse:
             return None
         if not self._same_bytes(stored, item.raw):
             return None
-        return partial(self._reference, stored)
+        pooled = stored.shard if stored.shard.pool_sha256 else self._adopt(stored.shard_number)
+        return None if pooled is None else partial(self._reference, stored, pooled)
 
-    def _reference(self, stored: _Stored) -> Block:
+    def _adopt(self, number: int) -> Adopted | None:
+        """The base's own file (shard ``number``) as a pool object of this write: linked
+        by the first block that reuses it."""
+        with self._adopting:
+            if number not in self._adopted:
+                assert self._base is not None
+                source = self._base.shard_input(number)
+                assert isinstance(source, LocalInput)
+                self._adopted[number] = self._committer.adopt(source)
+            return self._adopted[number]
+
+    def _reference(self, stored: _Stored, pooled: Shard | Adopted) -> Block:
         """The block of the new index for the bytes of ``stored``: the same place, in the
-        base's pool object, listed in the new index; the bytes are the stored ones, so
-        are their chunk CRCs."""
+        pool object ``pooled``, listed in the new index; the bytes are the stored ones,
+        so are their chunk CRCs."""
         old = stored.block
-        return Block(self._committer.reference(stored.shard), old.offset, old.stored_length,
+        return Block(self._committer.reference(pooled), old.offset, old.stored_length,
                      old.raw_length, old.compression, False, old.chunk_size,
                      list(old.chunk_crcs), [])
 
@@ -322,15 +350,15 @@ def _equal(a: np.ndarray, b: np.ndarray) -> bool:
                 and (a[whole:] == b[whole:]).all())
 
 
-def pooled_committer(layout: str, storage: Backend, target: Location, write_id: str,
-                     max_shard_size: int) -> PoolCommitter:
+def pooled_committer(layout: str, storage: Backend, target: Location, write_id: str
+                     ) -> PoolCommitter:
     """The committer of an incremental write: the single-file form, on a local path,
     whose directory is the managed root."""
     if layout != "file" or not isinstance(target, Path) or target.name == INDEX_FILE_NAME:
         raise InvalidError("an incremental write stores a single index file (layout "
                            "'file', not named index.ocf) on a local path, beside the pool "
                            "of its directory", path=target)
-    return PoolCommitter(storage, target, write_id, max_shard_size)
+    return PoolCommitter(storage, target, write_id)
 
 
 def open_base(base: str | os.PathLike[str] | None, target: Location) -> Reader | None:

@@ -1,0 +1,126 @@
+"""A checkpoint's own file enters the pool when a later save first reuses one of its
+blocks (spec/commit.md, [R-COMMIT-007]): a hard link, hashed then. Both checkpoints
+stay verifiable, retiring either leaves the other whole, the pool object goes with
+the last checkpoint that lists it, and a SIGKILL right after the link leaves every
+retained checkpoint whole and a leftover the next collection deletes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from incremental_support import stored_in_own_file, verify_fully
+
+import ocf
+from ocf.format.pool import POOL_DIRECTORY
+from ocf.format.pool_gc import collect_pool, referenced_objects
+
+
+def _state(changed: int) -> dict[str, np.ndarray]:
+    """A frozen matrix of 8 MiB and a head whose values are ``changed``."""
+    frozen = np.random.default_rng(11).random((2048, 1024), dtype=np.float32)
+    return {"frozen": frozen, "head": np.full(1000, changed, np.float32)}
+
+
+def _save(root: Path, number: int, state: dict[str, np.ndarray]) -> Path:
+    base = root / f"ckpt-{number - 1}"
+    path = root / f"ckpt-{number}"
+    with ocf.Writer(path, incremental=True, base=base if base.exists() else None) as writer:
+        writer.write_many(state)
+    return path
+
+
+def _pool(root: Path) -> list[str]:
+    pool = root / POOL_DIRECTORY
+    return sorted(os.listdir(pool)) if pool.exists() else []
+
+
+def _assert_holds(path: Path, state: dict[str, np.ndarray]) -> None:
+    values = verify_fully(path)
+    for key, array in state.items():
+        np.testing.assert_array_equal(values[key], array, err_msg=f"{path} {key}")
+
+
+def test_a_block_first_written_unhashed_is_reused_through_a_link_to_its_file(
+        tmp_path: Path) -> None:
+    first = _save(tmp_path, 1, _state(1))
+    assert _pool(tmp_path) == []  # nothing shared yet: nothing pooled, nothing hashed
+    second = _save(tmp_path, 2, _state(2))
+    (name,) = _pool(tmp_path)
+    linked = tmp_path / POOL_DIRECTORY / name
+    assert os.stat(linked).st_ino == os.stat(first).st_ino  # one file, two names
+    assert stored_in_own_file(second) == 1000 * 4  # only the head was written
+    with ocf.Reader(second) as reader:
+        pool_shards = [s for s in reader.index.shards if s.pool_sha256]
+        assert [(s.path, s.length) for s in pool_shards] == [(name, first.stat().st_size)]
+    _assert_holds(first, _state(1))
+    _assert_holds(second, _state(2))
+    first.unlink()  # save 1 retired: its bytes stay, under the pool's name
+    assert collect_pool(tmp_path) == []
+    _assert_holds(second, _state(2))
+    third = _save(tmp_path, 3, _state(3))  # reuses the pool object ckpt-2 lists
+    assert _pool(tmp_path) == [name]  # ckpt-2's file held no reused block: no link
+    second.unlink()
+    assert collect_pool(tmp_path) == []  # still listed by ckpt-3
+    _assert_holds(third, _state(3))
+    third.unlink()
+    assert collect_pool(tmp_path) == [name]
+    assert _pool(tmp_path) == []
+
+
+def test_a_base_file_replaced_under_its_name_during_the_save_is_refused(
+        tmp_path: Path) -> None:
+    """The link must name the file whose bytes were compared: a file put in its place
+    (another writer breaking the one-writer rule) is refused, and nothing is left."""
+    first = _save(tmp_path, 1, _state(1))
+    writer = ocf.Writer(tmp_path / "ckpt-2", incremental=True, base=first)
+    os.rename(first, tmp_path / "elsewhere")
+    first.write_bytes((tmp_path / "elsewhere").read_bytes())  # same bytes, another file
+    with pytest.raises(ocf.InvalidError, match="replaced"), writer:
+        writer.write_many(_state(2))
+    assert not (tmp_path / "ckpt-2").exists()
+    assert _pool(tmp_path) == []  # the link made was removed by the abort
+
+
+CHILD = textwrap.dedent("""
+    import os, signal, sys
+    sys.path.insert(0, sys.argv[1])
+    import ocf
+    from test_incremental_first_reuse import _state
+
+    root = sys.argv[2]
+    real_link = os.link
+
+    def link_then_die(*args, **kwargs):
+        real_link(*args, **kwargs)  # the link exists; the save dies before its commit
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    os.link = link_then_die
+    with ocf.Writer(os.path.join(root, "ckpt-2"), incremental=True,
+                    base=os.path.join(root, "ckpt-1")) as writer:
+        writer.write_many(_state(2))
+""")
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+def test_sigkill_right_after_the_first_reuse_links_a_file_leaves_every_checkpoint_whole(
+        tmp_path: Path) -> None:
+    first = _save(tmp_path, 1, _state(1))
+    done = subprocess.run([sys.executable, "-c", CHILD, str(Path(__file__).parent),
+                           str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    assert not (tmp_path / "ckpt-2").exists()
+    (leftover,) = _pool(tmp_path)
+    assert referenced_objects(tmp_path) == set()  # listed by no index
+    _assert_holds(first, _state(1))
+    assert collect_pool(tmp_path) == [leftover]  # the next collection deletes it
+    _assert_holds(first, _state(1))  # deleting the link left the checkpoint whole
+    second = _save(tmp_path, 2, _state(2))  # the save, done again, completes
+    _assert_holds(second, _state(2))
+    assert len(_pool(tmp_path)) == 1
