@@ -9,9 +9,12 @@ and the open of the merged checkpoint grow linearly with the number of slices,
 and which limit of spec/format.md does a real model hit first?
 
 Every part of a save is built as ``ocf.distributed.torch.save`` writes it with
-its defaults (PartWriter, uncompressed, 64 KiB chunks, 16 KiB tiles, 4 GiB
-shards), but without tensor data: :class:`PartSimulator` does the writer's
-layout arithmetic (the tiles of :func:`ocf.distributed.parts.tiling.tiles_of`,
+its defaults (PartWriter, uncompressed, strips with a chunk size per tensor
+of 4 to 64 KiB, 4 GiB shards; ``--tile-bytes 16384`` gives the 16 KiB grid in
+64 KiB chunks of OCF 0.3.0), but without tensor data: :class:`PartSimulator`
+does the writer's layout arithmetic (the strips of
+:func:`ocf.distributed.parts.strips.box_strip` or the tiles of
+:func:`ocf.distributed.parts.tiling.tiles_of`,
 64-byte alignment, shard roll-over, the chunking of each block) and encodes
 the part index with the project's own encoder (TableBuilder), so that the
 index bytes are those of a real save of all-zero tensors: same columns, same
@@ -58,8 +61,10 @@ import numpy as np
 
 from ocf._version import __version__
 from ocf.distributed.parts.naming import new_save_id, part_file_name
+from ocf.distributed.parts.strips import box_strip, strip_chunk_size
 from ocf.distributed.parts.tiling import tiles_of
-from ocf.distributed.resharding import RESHARD_CHUNK_SIZE, RESHARD_TILE_BYTES
+from ocf.distributed.parts.writing import TileBytes
+from ocf.distributed.resharding import RESHARD_CHUNK_SIZE, RESHARD_TILES
 from ocf.format import dtypes
 from ocf.format.checksum import crc32c
 from ocf.format.codecs.none import NONE
@@ -71,6 +76,7 @@ from ocf.format.index.model import Block
 from ocf.format.limits import MAX_INDEX_BYTES, MAX_SHARDS, max_slices
 from ocf.format.reader import Reader
 from ocf.format.slicing import Box, chunks_touching, intersect
+from ocf.format.writing.tiles import grid_cells
 from ocf.v1 import index_pb2
 
 MiB = 1 << 20
@@ -215,29 +221,41 @@ def box_of(tensor: Tensor, layout: str, ranks: int, rank: int) -> Box | None:
     return tuple(start), tuple(extent)
 
 
-def tiles(tensor: Tensor, box: Box, tile_bytes: int | None) -> list[Box]:
-    """The slices a PartWriter stores ``box`` as: its tiles for a tensor of rank 2
-    or more (PartWriter._wants_tiles), else the box itself."""
+def tiles(tensor: Tensor, box: Box, tile_bytes: TileBytes, chunk_size: int) -> list[Box]:
+    """The slices a PartWriter stores ``box`` as: its tiles (or strips) for a tensor of
+    rank 2 or more (PartWriter._wants_tiles), else the box itself."""
     if tile_bytes is None or len(tensor.shape) < 2 or math.prod(box[1]) <= 1:
         return [box]
+    if tile_bytes == "strips":
+        strip = box_strip(box, tensor.shape, tensor.dtype.itemsize,
+                          tensor_chunk_size(tensor, tile_bytes, chunk_size))
+        return [box] if strip is None else grid_cells(*box, strip)
     return tiles_of(box, tensor.shape, tensor.dtype.itemsize, tile_bytes)
+
+
+def tensor_chunk_size(tensor: Tensor, tile_bytes: TileBytes, chunk_size: int) -> int:
+    """The chunk size of ``tensor``'s blocks: its own with strips, else ``chunk_size``."""
+    if tile_bytes != "strips":
+        return chunk_size
+    return strip_chunk_size(math.prod(tensor.shape) * tensor.dtype.itemsize, chunk_size)
 
 
 @cache
 def _slices_of_kind(shape: tuple[int, ...], dtype_name: str, tp_dim: int | str | None,
-                    layout: str, ranks: int, tile_bytes: int | None) -> int:
+                    layout: str, ranks: int, tile_bytes: TileBytes, chunk_size: int) -> int:
     tensor = Tensor("", shape, dtypes.BY_NAME[dtype_name], tp_dim)
-    return sum(len(tiles(tensor, box, tile_bytes)) for box in
+    return sum(len(tiles(tensor, box, tile_bytes, chunk_size)) for box in
                (box_of(tensor, layout, ranks, r) for r in range(ranks)) if box is not None)
 
 
-def slices_in_all(tensor: Tensor, layout: str, ranks: int, tile_bytes: int | None) -> int:
+def slices_in_all(tensor: Tensor, layout: str, ranks: int, tile_bytes: TileBytes,
+                  chunk_size: int) -> int:
     """The slices of ``tensor`` in the merged index (0: stored whole). Every layer has
     the same shapes, so each kind of tensor is counted once."""
     if tensor.tp_dim == "whole":
         return 0
     return _slices_of_kind(tensor.shape, tensor.dtype.name, tensor.tp_dim, layout, ranks,
-                           tile_bytes)
+                           tile_bytes, chunk_size)
 
 
 # -- one part, as PartWriter writes it, without the bytes ----------------------------------------
@@ -254,7 +272,7 @@ class SaveOptions:
     """The writer options that shape the index (those of ocf.distributed.torch.save)."""
 
     chunk_size: int = RESHARD_CHUNK_SIZE
-    tile_bytes: int | None = RESHARD_TILE_BYTES
+    tile_bytes: TileBytes = RESHARD_TILES
     max_shard_size: int = MAX_SHARD_SIZE
 
 
@@ -288,17 +306,18 @@ class PartSimulator:
         if row is None:
             row = self.rows[tensor.key] = self.table.add_tensor(
                 tensor.key, tensor.dtype.code, tensor.shape, sliced=not whole)
+        chunk = tensor_chunk_size(tensor, self.options.tile_bytes, self.options.chunk_size)
         if whole:
-            self.table.add_block(row, self._store(math.prod(tensor.shape) * tensor.dtype.itemsize))
+            self.table.add_block(row, self._store(
+                math.prod(tensor.shape) * tensor.dtype.itemsize, chunk))
             return
-        for tile in tiles(tensor, box, self.options.tile_bytes):
-            self.table.add_block(row, self._store(math.prod(tile[1]) * tensor.dtype.itemsize),
-                                 tile)
+        for tile in tiles(tensor, box, self.options.tile_bytes, self.options.chunk_size):
+            self.table.add_block(row, self._store(math.prod(tile[1]) * tensor.dtype.itemsize,
+                                                  chunk), tile)
             self.slices += 1
 
-    def _store(self, size: int) -> Block:
+    def _store(self, size: int, chunk: int) -> Block:
         shard, offset = self._place(size)
-        chunk = self.options.chunk_size
         if size <= chunk:
             return Block(shard, offset, size, size, NONE, False, 0, [zeros_crc(size)], [])
         full, rest = divmod(size, chunk)
@@ -617,7 +636,8 @@ class Result:
 def count(model: Model, layout: str, ranks: int, options: SaveOptions) -> Result:
     """A config's exact tensor and slice counts, without building it."""
     tensors = state(model)
-    slices = [slices_in_all(t, layout, ranks, options.tile_bytes) for t in tensors]
+    slices = [slices_in_all(t, layout, ranks, options.tile_bytes, options.chunk_size)
+              for t in tensors]
     return Result(model.name, layout, ranks, parameter_count(model), len(tensors), sum(slices),
                   max(slices), part_tensors(model, layout, ranks))
 
@@ -881,8 +901,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--memory-limit", type=int, default=9 << 30,
                         help="address space of each merge and open subprocess, bytes")
     parser.add_argument("--chunk-size", type=int, default=RESHARD_CHUNK_SIZE)
-    parser.add_argument("--tile-bytes", type=int, default=RESHARD_TILE_BYTES,
-                        help="0: no tiles (one slice per box)")
+    parser.add_argument("--tile-bytes", default=RESHARD_TILES,
+                        help="'strips' (the default: strips and a chunk size per tensor, up "
+                        "to --chunk-size), a grid of tiles of this many bytes, or 0: no "
+                        "tiles (one slice per box)")
     parser.add_argument("--sample-parts", type=int, default=None,
                         help="size configs that are not merged from this many parts evenly "
                         "spread over the ranks, each standing for the ranks up to the next "
@@ -911,7 +933,9 @@ def main(argv: Sequence[str] | None = None) -> list[Result]:
     if args.child:
         _child(args)
         return []
-    options = SaveOptions(args.chunk_size, args.tile_bytes or None)
+    tile_bytes: TileBytes = "strips" if args.tile_bytes == "strips" else \
+        int(args.tile_bytes) or None
+    options = SaveOptions(args.chunk_size, tile_bytes)
     if args.report:
         results = [Result(**r) for path in args.report for r in json.loads(path.read_text())]
         for r in results:  # saved before it was counted

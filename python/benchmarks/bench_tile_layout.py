@@ -11,7 +11,10 @@ regions ``ocf.distributed.torch.region_of`` and DTensor's ``Shard`` give: near
 equal runs), with ``ocf.Reader.get_slice``, which reads whole stored chunks
 (each is checksummed).
 
-- ``grid <n> KiB``: ``ocf.distributed.torch.save``'s layout, tiles of about n KiB
+- ``strips (default)``: ``ocf.distributed.torch.save``'s layout (``tile_bytes="strips"``,
+  ``ocf.distributed.parts.strips``): each box cut into strips its full height, each
+  tensor in chunks of its own size (about 4,096 chunks a tensor, 4 to 64 KiB);
+- ``grid <n> KiB``: the layout before strips, tiles of about n KiB
   (``tile_bytes``) in a grid of the tensor's shape, 64 KiB chunks;
 - ``untiled``: each writer's box one slice (``tile_bytes=None``), 64 KiB chunks;
 - ``strips <w> / <c> KiB``: each box cut into column strips ``w`` columns wide, the
@@ -67,8 +70,9 @@ def _strips(width: int, height: int | None = None) -> Writes:
 
 
 LAYOUTS: dict[str, tuple[Writes, dict[str, object]]] = {
+    "strips (default)": (_grid, {"tile_bytes": "strips", "chunk_size": 64 << 10}),
     "untiled": (_grid, {"tile_bytes": None, "chunk_size": 64 << 10}),
-    "grid 16 KiB (default)": (_grid, {"tile_bytes": 16 << 10, "chunk_size": 64 << 10}),
+    "grid 16 KiB (before strips)": (_grid, {"tile_bytes": 16 << 10, "chunk_size": 64 << 10}),
     "grid 64 KiB": (_grid, {"tile_bytes": 64 << 10, "chunk_size": 64 << 10}),
     "grid 256 KiB": (_grid, {"tile_bytes": 256 << 10, "chunk_size": 64 << 10}),
     "strips 64 / 4 KiB": (_strips(64), {"tile_bytes": None, "chunk_size": 4 << 10}),
@@ -126,12 +130,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mib", type=int, default=128)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--layouts", default="",
+                        help="only the layouts whose names start with one of these, "
+                             "comma-separated (default: all)")
     args = parser.parse_args()
+    wanted = [w.strip() for w in args.layouts.split(",") if w.strip()]
     state = _state(args.mib)
     base = Path(tempfile.mkdtemp(prefix="ocf-tiles-"))
     rows = []
     try:
         for name, (write, options) in LAYOUTS.items():
+            if wanted and not any(name.startswith(w) for w in wanted):
+                continue
             directory = base / "ckpt"
             times = [_save(directory, state, write, options) for _ in range(args.repeat + 1)]
             with ocf.Reader(directory) as reader:

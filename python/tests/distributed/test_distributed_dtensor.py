@@ -60,5 +60,7 @@ def test_another_mesh_loads_every_tensor_exactly(saved: Path, tmp_path: Path,
                         world, TIMEOUT)
     for rank, result in enumerate(results):
         assert all(result["equal"].values()), (rank, result)
-        # Within 10% of what its shards hold, plus the small tensors read by whole tiles.
-        assert result["bytes_read"] <= 1.1 * result["bytes_held"] + 16384, (rank, result)
+        # Within 10% of what its shards hold, plus what the small tensors cost: the
+        # 768 KiB "grid" is stored in 4 KiB chunks as strips of 30 columns (13 across),
+        # so each of a rank's two column cuts may read up to one strip (60 KiB) more.
+        assert result["bytes_read"] <= 1.1 * result["bytes_held"] + 2 * 61440, (rank, result)

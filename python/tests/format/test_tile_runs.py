@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import ocf
+from ocf.format import dtypes
 from ocf.format.writing import tiles as tiles_module
 from ocf.format.writing.tiles import grid_cells
 
@@ -81,6 +82,39 @@ def test_tiles_of_a_box_off_the_grid_are_the_file_write_slices_writes(tmp_path: 
     _write(tmp_path / "tiles", "tiles", array, (5, 0), (35, 20), (8, 6))
     _write(tmp_path / "slices", "slices", array, (5, 0), (35, 20), (8, 6))
     assert _files(tmp_path / "tiles") == _files(tmp_path / "slices")
+
+
+def test_strips_of_a_box_inside_one_grid_row_are_cut_with_array_operations(
+        tmp_path: Path) -> None:
+    # Strips the tensor's full height: a writer's box of rows 7..26 lies inside the one
+    # grid row, off its lines, and is still cut as a regular box.
+    array = np.arange(20 * 64, dtype=np.float32).reshape(20, 64)
+    start, shape, tile = (7, 0), (35, 64), (35, 16)
+    assert tiles_module.is_regular(array, start, tile, dtypes.for_array(array))
+    assert tiles_module.cell_extents(start, array.shape, tile) == (20, 16)
+    _write(tmp_path / "tiles", "tiles", array, start, shape, tile)
+    _write(tmp_path / "slices", "slices", array, start, shape, tile)
+    assert _files(tmp_path / "tiles") == _files(tmp_path / "slices")
+    with ocf.Reader(tmp_path / "tiles") as reader:
+        assert [s.extent for s in reader["w"].slices if s.start[0] == 7] == [(20, 16)] * 4
+
+
+def test_a_chunk_size_for_one_call_is_the_file_a_writer_of_that_chunk_size_writes(
+        tmp_path: Path) -> None:
+    array = np.random.default_rng(2).standard_normal((64, 256)).astype(np.float32)
+    with ocf.Writer(tmp_path / "call", layout="directory", write_id=WRITE_ID) as writer:
+        writer.write_tiles("w", array, (0, 0), (64, 256), (64, 64), chunk_size=4096)
+        writer.write("b", array.reshape(-1), chunk_size=4096)
+    with ocf.Writer(tmp_path / "writer", layout="directory", write_id=WRITE_ID,
+                    chunk_size=4096) as writer:
+        writer.write_tiles("w", array, (0, 0), (64, 256), (64, 64))
+        writer.write("b", array.reshape(-1))
+    assert _files(tmp_path / "call") == _files(tmp_path / "writer")
+    with ocf.Reader(tmp_path / "call") as reader:
+        assert {s.block.chunk_size for s in reader["w"].slices} == {4096}
+        block = reader["b"].block
+        assert block is not None
+        assert block.chunk_count == 16
 
 
 def test_overlapping_boxes_written_as_tiles_are_refused_at_commit(tmp_path: Path) -> None:

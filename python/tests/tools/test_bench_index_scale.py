@@ -61,13 +61,15 @@ def _write_real_part(bench: ModuleType, directory: Path, layout: str, ranks: int
 
 @pytest.mark.parametrize("layout", ["fsdp", "tp-fsdp"])
 @pytest.mark.parametrize("options", [
-    (65536, 16384, 4 << 30),  # ocf.distributed.torch.save's defaults
+    (65536, "strips", 4 << 30),  # ocf.distributed.torch.save's defaults
+    (8192, "strips", 64 << 10),  # strips, chunk sizes capped lower, shards that fill up
+    (65536, 16384, 4 << 30),  # the grid of OCF 0.3.0
     (4096, 16384, 64 << 10),  # tiles of several chunks, shards that fill up
     (4096, None, 20000),  # one slice per box, blocks larger than a shard
 ])
 def test_simulated_parts_are_the_bytes_partwriter_writes(
         bench: ModuleType, tmp_path: Path, layout: str,
-        options: tuple[int, int | None, int]) -> None:
+        options: tuple[int, int | str | None, int]) -> None:
     save = bench.SaveOptions(*options)
     save_id = new_save_id()
     for rank in range(8):

@@ -32,7 +32,7 @@ import numpy as np
 from jax.experimental import multihost_utils
 
 from ocf.distributed.parts import LocalBox, PartWriter, merge_parts, new_save_id
-from ocf.distributed.resharding import RESHARD_CHUNK_SIZE, RESHARD_TILE_BYTES
+from ocf.distributed.resharding import RESHARD_CHUNK_SIZE, RESHARD_TILES
 from ocf.format.argument_order import check_object_then_path
 from ocf.format.errors import InvalidError
 from ocf.format.reader import Reader
@@ -55,7 +55,7 @@ def save(tree: Any, path: str | os.PathLike[str], *,
     """
     check_object_then_path("ocf.distributed.jax.save", tree, path, first_name="tree")
     options.setdefault("chunk_size", RESHARD_CHUNK_SIZE)
-    options.setdefault("tile_bytes", RESHARD_TILE_BYTES)
+    options.setdefault("tile_bytes", RESHARD_TILES)
     me, count = jax.process_index(), jax.process_count()
     save_id = _from_process_0(new_save_id() if me == 0 else "0" * 16)
     own = _attempt(lambda: _write_part(path, tree, me, count, save_id,

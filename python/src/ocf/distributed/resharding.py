@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-# Chunk size of distributed saves unless the caller chooses one: a reader that
+from typing import Literal
+
+# Largest chunk of distributed saves unless the caller chooses one: a reader that
 # wants another partitioning than the writers' reads whole chunks (each is
-# checksummed), and 64 KiB chunks keep that within a few percent of the
-# bytes it needs (python/benchmarks/bench_distributed.py), at 4 bytes of
-# index per chunk.
+# checksummed). With the default strips (RESHARD_TILES) each tensor gets its
+# own chunk size up to this one, about 4,096 chunks a tensor from 4 KiB up; with a
+# grid (an int tile_bytes) every chunk is this size. 4 bytes of index per chunk.
 RESHARD_CHUNK_SIZE = 64 << 10
-# Tile size of distributed saves unless the caller chooses one (tile_bytes=None
+# The tiles of distributed saves unless the caller chooses (tile_bytes): every box of
+# a tensor of rank 2 or more stored as strips its full height, each tensor in chunks
+# of its own size (ocf.distributed.parts.strips), so that a load partitioned along
+# any dimension reads a few percent more than it needs, about as much along each
+# (python/benchmarks/bench_tile_layout.py).
+RESHARD_TILES: Literal["strips"] = "strips"
+# Tile size of the grid layout, the default before strips (tile_bytes=None
 # stores each box as one slice): every box of a tensor of rank 2 or more is
 # stored as a grid of tiles of about this many bytes, each a slice of its own
 # (ocf.distributed.parts.tiling), so that a reader that partitions the tensor along
@@ -19,4 +27,4 @@ RESHARD_CHUNK_SIZE = 64 << 10
 # the index, a few tens of bytes.
 RESHARD_TILE_BYTES = 16 << 10
 
-__all__ = ["RESHARD_CHUNK_SIZE", "RESHARD_TILE_BYTES"]
+__all__ = ["RESHARD_CHUNK_SIZE", "RESHARD_TILES", "RESHARD_TILE_BYTES"]

@@ -32,7 +32,7 @@ import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
 from ocf.distributed.parts import LocalBox, merge_parts, new_save_id, write_part
-from ocf.distributed.resharding import RESHARD_CHUNK_SIZE, RESHARD_TILE_BYTES
+from ocf.distributed.resharding import RESHARD_CHUNK_SIZE, RESHARD_TILES
 from ocf.format.argument_order import check_object_then_path
 from ocf.format.errors import ERROR_CLASSES, Category, InvalidError, OCFError
 from ocf.format.object_graph import Node
@@ -93,10 +93,12 @@ def save(tensors: Mapping[str, object], path: str | os.PathLike[str], *,
     dimensions stores one; a rank whose shard an uneven split leaves empty
     stores nothing of it).
     Rank 0's ``metadata`` and ``object_graph`` are stored; other ranks' are
-    ignored. ``options`` go to the writer (compression, chunk_size, which is
-    :data:`RESHARD_CHUNK_SIZE` unless given, tile_bytes, which is
-    :data:`RESHARD_TILE_BYTES` unless given: tensors of rank 2 or more are
-    stored in tiles, one slice record each in the index; see
+    ignored. ``options`` go to the writer (compression, chunk_size, the largest
+    chunk, :data:`RESHARD_CHUNK_SIZE` unless given, tile_bytes,
+    :data:`RESHARD_TILES` unless given: tensors of rank 2 or more stored in
+    strips, each tensor in chunks of its own size, so that loads on another
+    partitioning read little more than they need; an int stores a grid of tiles
+    of that size in chunks of chunk_size; see
     :class:`ocf.distributed.parts.PartWriter`).
     Raises on every rank if any rank fails to write its part or the merge
     refuses the parts; the checkpoint is then not committed.
@@ -108,7 +110,7 @@ def save(tensors: Mapping[str, object], path: str | os.PathLike[str], *,
     check_object_then_path("ocf.distributed.torch.save", tensors, path, first_name="tensors")
     rank, world = dist.get_rank(group), dist.get_world_size(group)
     options.setdefault("chunk_size", RESHARD_CHUNK_SIZE)
-    options.setdefault("tile_bytes", RESHARD_TILE_BYTES)
+    options.setdefault("tile_bytes", RESHARD_TILES)
     save_id = _from_rank_0(new_save_id() if rank == 0 else None, group)
     assert isinstance(save_id, str)
 

@@ -37,7 +37,7 @@ from ocf.format.pool import check_identity, pool_directory
 from ocf.format.raw import check_bool, decode_strings
 from ocf.format.reading.bands import read_row_bands
 from ocf.format.reading.blocks import BlockReader, GroupRead, runs
-from ocf.format.reading.tiles import RegionPlan, copy_tiles, plan_region
+from ocf.format.reading.tiles import RegionPlan, copy_row_runs, copy_tiles, plan_region
 from ocf.format.slicing import Box, as_array_index, chunks_touching, intersect, select
 from ocf.format.source import Source
 from ocf.format.storage.backend import Input, backend_of
@@ -431,8 +431,9 @@ class Reader(Source[TensorInfo]):
     def _fill_from_slices(self, info: TensorInfo, box: Box, out: np.ndarray,
                           mapped: bool = True) -> None:
         """Fill ``out``, an array of ``box``'s shape, from the slices of ``info`` that meet
-        ``box``: the uncompressed tiles that lie inside it in groups
-        (:mod:`ocf.format.reading.tiles`), the others one by one."""
+        ``box``: the uncompressed tiles that lie inside it, and the runs of rows it needs
+        of those it cuts along the first dimension only, in groups
+        (:mod:`ocf.format.reading.tiles`); the others one by one."""
         tables = self.index.tensors
         boxes = tables.slice_boxes(info.key)
         assert boxes is not None  # a tensor stored in slices
@@ -441,12 +442,14 @@ class Reader(Source[TensorInfo]):
         if box[1] == info.shape and info.dtype.numpy is not None \
                 and info.dtype.numpy.kind != "b":  # the whole tensor: its bands first
             done = read_row_bands(self._blocks, columns, tables.block, info, boxes, out)
-            plan = RegionPlan(np.setdiff1d(plan.tiles, done), np.setdiff1d(plan.others, done))
+            plan = RegionPlan(*(np.setdiff1d(part, done) for part in plan))
         if info.dtype.numpy is None or info.dtype.numpy.kind == "b":  # strings and bools
-            others = np.sort(np.concatenate([plan.tiles, plan.others]))  # need their checks
+            others = np.sort(np.concatenate(plan))  # need their checks
         else:
             copy_tiles(self._blocks, columns, info, boxes, plan.tiles, box[0], out, mapped)
-            others = plan.others
+            left = copy_row_runs(self._blocks, columns, info, boxes, plan.rows, box[0], out,
+                                 mapped)
+            others = np.sort(np.concatenate([left, plan.others]))
         for i in others.tolist():
             start = tuple(boxes.lo[i].tolist())
             extent = tuple((boxes.hi[i] - boxes.lo[i]).tolist())

@@ -13,7 +13,7 @@ that leaves nothing at the target but what was there before.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 
 import numpy as np
@@ -113,10 +113,7 @@ class Writer:
         self.compression = codec_named(compression)
         self.level = compression_level
         self.byte_shuffle = byte_shuffle and not self.compression.stores_raw
-        if chunk_size % 64 or not MIN_CHUNK_SIZE <= chunk_size <= MAX_CHUNK_SIZE:
-            raise InvalidError(f"chunk_size {chunk_size} must be a multiple of 64 in "
-                               f"[{MIN_CHUNK_SIZE}, {MAX_CHUNK_SIZE}]", requirement="R-CHUNK-001")
-        self.chunk_size = chunk_size
+        self.chunk_size = checked_chunk_size(chunk_size)
         self.max_shard_size = max_shard_size
         # Names this write's temporary files and shards; fixed only by tools that
         # must produce identical bytes on every run (conformance generators).
@@ -149,9 +146,11 @@ class Writer:
 
     # -- public API -----------------------------------------------------------
 
-    def write(self, key: str, array: np.ndarray) -> None:
-        """Store ``array`` whole under ``key``; its bytes are written now."""
-        self.write_many(((key, array),))
+    def write(self, key: str, array: np.ndarray, *, chunk_size: int | None = None) -> None:
+        """Store ``array`` whole under ``key``; its bytes are written now, in chunks of
+        ``chunk_size`` bytes (None: the writer's ``chunk_size``)."""
+        self._emit(self._whole_items(((key, array),)),
+                   None if chunk_size is None else checked_chunk_size(chunk_size))
 
     def write_many(
         self, tensors: Mapping[str, np.ndarray] | Iterable[tuple[str, np.ndarray]]
@@ -175,21 +174,28 @@ class Writer:
             ...     writer.write_many([("step", np.array(10))])
         """
         pairs = tensors.items() if isinstance(tensors, Mapping) else tensors
+        self._emit(self._whole_items(pairs))
+
+    def _whole_items(self, pairs: Iterable[tuple[str, np.ndarray]]) -> Iterator[Item]:
+        """The items that store each array whole under its key."""
         if self._incremental:  # large tensors as bands of rows, each reused or written
-            self._emit(item for key, value in pairs
-                       for item in banded_items(self._tensors, key, value))
-            return
-        self._emit(self._tensors.whole(key, value) for key, value in pairs)
+            return (item for key, value in pairs
+                    for item in banded_items(self._tensors, key, value))
+        return (self._tensors.whole(key, value) for key, value in pairs)
 
     def write_slice(
-        self, key: str, array: np.ndarray, start: Sequence[int], shape: Sequence[int]
+        self, key: str, array: np.ndarray, start: Sequence[int], shape: Sequence[int], *,
+        chunk_size: int | None = None,
     ) -> None:
-        """Store ``array`` as the box at ``start`` of the tensor ``key`` of global ``shape``.
+        """Store ``array`` as the box at ``start`` of the tensor ``key`` of global ``shape``,
+        in chunks of ``chunk_size`` bytes (None: the writer's ``chunk_size``; the
+        format records a chunk size per block, so the slices of a tensor may differ).
 
         Several calls build one tensor; at commit its boxes must tile the
         global shape exactly [R-SLICE-002].
         """
-        self._emit(self._tensors.slices(key, array, start, shape))
+        self._emit(self._tensors.slices(key, array, start, shape),
+                   None if chunk_size is None else checked_chunk_size(chunk_size))
 
     def write_slices(self, key: str, array: np.ndarray, start: Sequence[int],
                      shape: Sequence[int], boxes: Sequence[Box]) -> None:
@@ -212,11 +218,12 @@ class Writer:
         """
         self._emit(self._tensors.slices(key, array, start, shape, boxes))
 
-    def _emit(self, items: Iterable[Item]) -> None:
-        self._emitter.emit(items)
+    def _emit(self, items: Iterable[Item], chunk_size: int | None = None) -> None:
+        self._emitter.emit(items, chunk_size)
 
     def write_tiles(self, key: str, array: np.ndarray, start: Sequence[int],
-                    shape: Sequence[int], tile: Sequence[int]) -> None:
+                    shape: Sequence[int], tile: Sequence[int], *,
+                    chunk_size: int | None = None) -> None:
         """Store the box ``array`` at ``start`` of the tensor ``key`` of global ``shape``
         as the cells of the grid whose lines lie at the multiples of ``tile`` (an
         extent per dimension, in global coordinates), each cell a slice.
@@ -226,14 +233,15 @@ class Writer:
         cell of the tile's shape) and the codec stores raw bytes, the cells are cut
         and written a few MiB at a time with array operations: thousands of tiles
         cost little more than the bytes. ``ocf.distributed.parts.PartWriter`` stores
-        its tiles with it.
+        its tiles with it. Each tile is chunked by ``chunk_size`` (None: the writer's).
 
         Examples:
             >>> table = np.arange(64.0).reshape(8, 8)
             >>> with ocf.Writer("table.ocf") as writer:  # four 4 x 4 tiles
             ...     writer.write_tiles("table", table, (0, 0), (8, 8), (4, 4))
         """
-        self._emitter.emit(self._tensors.tiles(key, array, start, shape, tile))
+        self._emitter.emit(self._tensors.tiles(key, array, start, shape, tile),
+                           None if chunk_size is None else checked_chunk_size(chunk_size))
 
     def sync_data(self) -> None:
         """Make the tensor bytes written so far durable now (the directory layout: fsync
@@ -320,3 +328,12 @@ class Writer:
             self.commit()
         elif not self._closed:
             self.abort()
+
+
+def checked_chunk_size(chunk_size: int) -> int:
+    """``chunk_size``, if it is a valid chunk size [R-CHUNK-001]."""
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size % 64 \
+            or not MIN_CHUNK_SIZE <= chunk_size <= MAX_CHUNK_SIZE:
+        raise InvalidError(f"chunk_size {chunk_size!r} must be a multiple of 64 in "
+                           f"[{MIN_CHUNK_SIZE}, {MAX_CHUNK_SIZE}]", requirement="R-CHUNK-001")
+    return chunk_size

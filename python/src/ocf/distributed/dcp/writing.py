@@ -31,7 +31,8 @@ from torch.futures import Future
 from ocf.distributed.dcp.checkpoint_path import CheckpointPath
 from ocf.distributed.dcp.values import METADATA_KEY, from_saved_bytes
 from ocf.distributed.parts import PartWriter, merge_parts, new_save_id
-from ocf.distributed.resharding import RESHARD_CHUNK_SIZE, RESHARD_TILE_BYTES
+from ocf.distributed.parts.writing import TileBytes
+from ocf.distributed.resharding import RESHARD_CHUNK_SIZE, RESHARD_TILES
 from ocf.format.errors import InvalidError
 from ocf.format.storage.location import StorageOptions
 from ocf.torch.tensors import to_numpy
@@ -72,7 +73,7 @@ class StorageWriter(CheckpointPath, _DCPStorageWriter):
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *,
                  compression: str | None = None, chunk_size: int = RESHARD_CHUNK_SIZE,
-                 tile_bytes: int | None = RESHARD_TILE_BYTES,
+                 tile_bytes: TileBytes = RESHARD_TILES,
                  storage_options: StorageOptions | None = None) -> None:
         _DCPStorageWriter.__init__(self)
         CheckpointPath.__init__(self, path)

@@ -48,7 +48,14 @@ def tile_shape(shape: Sequence[int], itemsize: int, tile_bytes: int) -> tuple[in
         return shape
     elements = max(1, tile_bytes // max(1, itemsize))
     wanted = min(MAX_GRID_TILES, max(1, -(-prod(shape) // elements)))
-    counts = dict.fromkeys(range(len(shape)), 1)
+    counts = even_split(shape, wanted)
+    return tuple(ceil(d / c) for d, c in zip(shape, counts))
+
+
+def even_split(shape: Sequence[int], wanted: int) -> tuple[int, ...]:
+    """How many parts to cut each dimension of ``shape`` (positive sizes) into, about
+    ``wanted`` parts in all and as many along every dimension as the sizes allow."""
+    counts = [1] * len(shape)
     remaining = float(wanted)
     # The smallest dimensions first: those that cannot take their share pass the
     # rest on to the larger ones.
@@ -57,7 +64,7 @@ def tile_shape(shape: Sequence[int], itemsize: int, tile_bytes: int) -> tuple[in
         share = remaining ** (1 / (len(order) - i))
         counts[d] = max(1, min(shape[d], int(share + 1e-9)))
         remaining /= counts[d]
-    return tuple(ceil(shape[d] / counts[d]) for d in range(len(shape)))
+    return tuple(counts)
 
 
 def tile_count(box: Box, tile: Sequence[int]) -> int:
@@ -81,10 +88,17 @@ def box_tile(box: Box, shape: Sequence[int], itemsize: int, tile_bytes: int
     (tile edges doubled, so that the lines stay on the grid) until the box has at most
     its share of :data:`TILE_BUDGET` tiles; None for a tensor without a grid (rank 0,
     or no elements)."""
-    tile = list(tile_shape(shape, itemsize, tile_bytes))
+    tile = tile_shape(shape, itemsize, tile_bytes)
     if not tile or 0 in tile:
         return None
+    return within_budget(box, shape, tile)
+
+
+def within_budget(box: Box, shape: Sequence[int], tile: Sequence[int]) -> tuple[int, ...]:
+    """``tile``, coarsened (edges doubled, so that the lines stay on the grid) until
+    ``box`` has at most its share of :data:`TILE_BUDGET` tiles."""
+    cut = list(tile)
     budget = max(1, TILE_BUDGET * prod(box[1]) // prod(shape))
-    while tile_count(box, tile) > budget:
-        tile = [min(2 * t, d) for t, d in zip(tile, shape)]
-    return tuple(tile)
+    while tile_count(box, cut) > budget:
+        cut = [min(2 * t, d) for t, d in zip(cut, shape)]
+    return tuple(cut)

@@ -15,11 +15,12 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from math import prod
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from ocf.distributed.parts.naming import check_save, part_file_name
+from ocf.distributed.parts.strips import box_strip, strip_chunk_size
 from ocf.distributed.parts.tiling import box_tile
 from ocf.format import dtypes
 from ocf.format.errors import InvalidError, OCFError
@@ -54,6 +55,10 @@ class LocalBox:
 
 Slice = LocalBox  # the name before 0.3.0
 
+#: The tiles a part stores its boxes in: None (each box one slice), a grid of tiles
+#: of about this many bytes, or ``"strips"`` (:mod:`ocf.distributed.parts.strips`).
+TileBytes = int | Literal["strips"] | None
+
 
 class PartWriter(Writer):
     """Writes part ``part`` of the ``parts`` parts of save ``save_id`` into ``path``.
@@ -66,7 +71,14 @@ class PartWriter(Writer):
     form (compression, chunk_size, max_shard_size, threads, write_id), and
     ``tile_bytes``.
 
-    ``tile_bytes`` (default None: no tiles) stores every box of a tensor of
+    ``tile_bytes="strips"`` stores every box of a tensor of rank 2 or more as
+    strips the box's height, and every tensor in chunks of its own size, the
+    power of two that cuts it into about 4,096 chunks, from 4 KiB up to
+    ``chunk_size`` (:mod:`ocf.distributed.parts.strips`): the layout that a
+    load partitioned otherwise than the writers reads least of, along any
+    dimension (what ``ocf.distributed`` saves use by default).
+
+    An int ``tile_bytes`` (default None: no tiles) stores every box of a tensor of
     rank 2 or more, and every such tensor written whole with more than one
     element, as a grid of tiles of about that many bytes, each tile a slice of
     its own (:mod:`ocf.distributed.parts.tiling`). The grid depends on the tensor's global
@@ -98,12 +110,13 @@ class PartWriter(Writer):
 
     def __init__(self, path: str | os.PathLike[str], *, part: int, parts: int, save_id: str,
                  metadata: Mapping[str, object] | None = None,
-                 storage_options: StorageOptions | None = None, tile_bytes: int | None = None,
+                 storage_options: StorageOptions | None = None, tile_bytes: TileBytes = None,
                  **options: object) -> None:
         check_save(save_id, parts)
-        if tile_bytes is not None and (isinstance(tile_bytes, bool)
-                                       or not isinstance(tile_bytes, int) or tile_bytes < 1):
-            raise InvalidError(f"tile_bytes must be a positive int or None, not {tile_bytes!r}")
+        if tile_bytes is not None and tile_bytes != "strips" and (
+                isinstance(tile_bytes, bool) or not isinstance(tile_bytes, int) or tile_bytes < 1):
+            raise InvalidError(f"tile_bytes must be a positive int, 'strips' or None, "
+                               f"not {tile_bytes!r}")
         self.tile_bytes = tile_bytes
         self._keys: set[str] = set()  # written so far, whole or in slices
         if isinstance(part, bool) or not isinstance(part, int) or not 0 <= part < parts:
@@ -128,20 +141,24 @@ class PartWriter(Writer):
     def index_name(self) -> str:
         return self.file_name
 
-    def write(self, key: str, array: np.ndarray) -> None:
-        """Store ``array`` whole under ``key``: in tiles when ``tile_bytes`` asks for them."""
+    def write(self, key: str, array: np.ndarray, *, chunk_size: int | None = None) -> None:
+        """Store ``array`` whole under ``key``: in tiles when ``tile_bytes`` asks for them;
+        in chunks of ``chunk_size`` bytes (None: the tensor's, with strips, or the
+        writer's)."""
         array = np.asarray(array)
         origin = (0,) * array.ndim
         if key not in self._keys and _wants_tiles(self.tile_bytes, array, origin, array.shape):
-            self.write_slice(key, array, origin, array.shape)
+            self.write_slice(key, array, origin, array.shape, chunk_size=chunk_size)
         else:
-            super().write(key, array)
+            super().write(key, array, chunk_size=chunk_size or _chunk_size_of(
+                self, array, array.shape))
             self._keys.add(key)
 
     def write_slice(self, key: str, array: np.ndarray, start: Sequence[int],
-                    shape: Sequence[int]) -> None:
+                    shape: Sequence[int], *, chunk_size: int | None = None) -> None:
         """Store ``array`` as the box at ``start`` of the tensor ``key`` of global
-        ``shape``; as tiles, each a slice, when ``tile_bytes`` asks for them.
+        ``shape``; as tiles, each a slice, when ``tile_bytes`` asks for them; in chunks
+        of ``chunk_size`` bytes (None: the tensor's, with strips, or the writer's).
 
         A box without elements (the local shard of a rank that an uneven split
         leaves empty) stores nothing: the other parts' boxes tile the tensor.
@@ -154,17 +171,21 @@ class PartWriter(Writer):
             if prod(int(d) for d in shape) == 0 and not any(int(b) for b in start):
                 self.write(key, np.empty(tuple(int(d) for d in shape), array.dtype))
             return
+        chunk_size = chunk_size or _chunk_size_of(self, array, shape)
         if not _wants_tiles(self.tile_bytes, array, start, shape):
-            super().write_slice(key, array, start, shape)
+            super().write_slice(key, array, start, shape, chunk_size=chunk_size)
             self._keys.add(key)
             return
         origin = tuple(int(x) for x in start)
-        tile = box_tile((origin, array.shape), shape, array.dtype.itemsize,
-                        self.tile_bytes or 1)
-        if tile is None:
-            super().write_slice(key, array, start, shape)
+        box = (origin, array.shape)
+        if self.tile_bytes == "strips":
+            tile = box_strip(box, shape, array.dtype.itemsize, chunk_size or self.chunk_size)
         else:
-            self.write_tiles(key, array, origin, shape, tile)
+            tile = box_tile(box, shape, array.dtype.itemsize, int(self.tile_bytes or 1))
+        if tile is None:
+            super().write_slice(key, array, start, shape, chunk_size=chunk_size)
+        else:
+            self.write_tiles(key, array, origin, shape, tile, chunk_size=chunk_size)
         self._keys.add(key)
 
     def write_tensors(self, tensors: Mapping[str, object]) -> None:
@@ -218,18 +239,35 @@ def write_part(path: str | os.PathLike[str], tensors: Mapping[str, object], *, p
             writer.set_object_graph(object_graph)
 
 
-def _wants_tiles(tile_bytes: int | None, array: np.ndarray, start: Sequence[int],
+def _chunk_size_of(writer: PartWriter, array: np.ndarray, shape: Sequence[int]) -> int | None:
+    """The chunk size of the tensor of global ``shape`` that ``array`` is a box of:
+    its own with strips (:func:`~ocf.distributed.parts.strips.strip_chunk_size`),
+    the writer's otherwise (None) and for byte strings."""
+    if writer.tile_bytes != "strips" or not _fixed_size(array):
+        return None
+    try:
+        nbytes = prod(int(d) for d in shape) * array.dtype.itemsize
+    except (TypeError, ValueError):  # refused by the write as ever
+        return None
+    return strip_chunk_size(nbytes, writer.chunk_size)
+
+
+def _wants_tiles(tile_bytes: TileBytes, array: np.ndarray, start: Sequence[int],
                  shape: Sequence[int]) -> bool:
     """Whether to store this box in tiles: asked for, rank 2 or more, a fixed-size
     dtype, and a valid box of more than one element (anything else goes to
     :class:`ocf.Writer` untouched, which stores it or refuses it as ever)."""
     if tile_bytes is None or array.ndim < 2 or array.size <= 1:
         return False
+    return _fixed_size(array) and _inside(array, start, shape)
+
+
+def _fixed_size(array: np.ndarray) -> bool:
+    """Whether ``array`` has a dtype of fixed-size elements (not byte strings)."""
     try:
-        fixed = not dtypes.for_array(array).is_bytes
+        return not dtypes.for_array(array).is_bytes
     except (OCFError, TypeError, ValueError):
         return False
-    return fixed and _inside(array, start, shape)
 
 
 def _inside(array: np.ndarray, start: Sequence[int], shape: Sequence[int]) -> bool:

@@ -135,16 +135,20 @@ class BlockReader:
         return whole
 
     def verify_blocks(self, info: TensorInfo, columns: BlockColumns, blocks: np.ndarray,
-                      slices: np.ndarray, held: HeldBytes) -> None:
+                      slices: np.ndarray, held: HeldBytes,
+                      runs: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         """Checksum every chunk of the uncompressed ``blocks`` (rows of ``columns`` in one
-        shard; slices ``slices`` of ``info``, for errors), whose bytes ``held`` holds;
+        shard; slices ``slices`` of ``info``, for errors), whose bytes ``held`` holds, or
+        only the chunks ``runs`` gives (the first and the count of each block's);
         the chunks of a mapped shard once per reader. The caller counts the bytes."""
         raw = columns.raw_lengths[blocks]
         if not self.verify:
             return
-        chunks = columns.chunk_counts[blocks]
+        chunks = columns.chunk_counts[blocks] if runs is None else runs[1]
         owner = np.repeat(np.arange(len(blocks)), chunks)
         position = np.arange(len(owner)) - np.repeat(np.cumsum(chunks) - chunks, chunks)
+        if runs is not None:
+            position = position + np.repeat(runs[0], chunks)
         size = np.where(columns.chunk_sizes[blocks] == 0, raw, columns.chunk_sizes[blocks])
         base = columns.offsets[blocks][owner]
         first = base + size[owner] * position.astype(np.uint64)

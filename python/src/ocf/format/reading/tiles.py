@@ -9,8 +9,13 @@ slices that lie wholly inside the box are then copied in groups
 of each run of neighbouring tiles of an object (one request, not one per
 tile). Tiles a save wrote one after another form a strided array of the
 file, so a row of them is one NumPy copy, made once their checksums are
-checked, while the row is still in the core's cache [R-CRC-001]. Every other
-slice (cut by the box, or compressed) is read on its own by the caller.
+checked, while the row is still in the core's cache [R-CRC-001]. The
+uncompressed slices that the box cuts along the first dimension only (the
+strips of a distributed save, for a reader of other rows) hold what the box
+needs of them as one run of rows, bytes in a row: those runs are copied the
+same way, in groups, after their chunks are checked (:func:`copy_row_runs`).
+Every other slice (cut by the box along another dimension, or compressed) is
+read on its own by the caller.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ class RegionPlan(NamedTuple):
     of the tensor (rows of its :class:`SliceBoxes`)."""
 
     tiles: np.ndarray  # wholly inside the box, uncompressed
+    rows: np.ndarray  # uncompressed, cut by the box along the first dimension only
     others: np.ndarray  # every other slice the box meets
 
 
@@ -40,10 +46,13 @@ def plan_region(boxes: SliceBoxes, columns: BlockColumns, start: tuple[int, ...]
     lo = np.array(start, dtype=np.int64)
     hi = lo + np.array(extent, dtype=np.int64)
     meets = np.flatnonzero(((boxes.lo < hi) & (lo < boxes.hi)).all(axis=1))
-    inside = ((boxes.lo[meets] >= lo) & (boxes.hi[meets] <= hi)).all(axis=1)
+    inside = (boxes.lo[meets] >= lo) & (boxes.hi[meets] <= hi)
+    across = inside[:, 1:].all(axis=1)  # inside along every dimension but the first
     # A scalar's one slice is read on its own: a tile has at least one dimension.
-    tile = inside & columns.stores_raw[boxes.blocks[meets]] & (len(start) > 0)
-    return RegionPlan(meets[tile], meets[~tile])
+    raw = columns.stores_raw[boxes.blocks[meets]] & (len(start) > 0)
+    tile = raw & across & inside[:, :1].all(axis=1)
+    rows = raw & across & ~tile
+    return RegionPlan(meets[tile], meets[rows], meets[~(tile | rows)])
 
 
 def copy_tiles(reader: BlockReader, columns: BlockColumns, info: TensorInfo,
@@ -75,8 +84,10 @@ def copy_tiles(reader: BlockReader, columns: BlockColumns, info: TensorInfo,
         change[1:] = (extents[by_extent][1:] != extents[by_extent][:-1]).any(axis=1)
         for c, d in pairwise([*np.flatnonzero(change).tolist(), len(mine)]):
             chosen = by_extent[c:d]
+            chosen_blocks = blocks[a:b][chosen]
             group = _Group(reader, columns, info, held, mine[chosen],
-                           boxes.lo[mine[chosen]] - origin, blocks[a:b][chosen],
+                           boxes.lo[mine[chosen]] - origin, chosen_blocks,
+                           columns.offsets[chosen_blocks].astype(np.int64) - held.offset,
                            tuple(extents[chosen[0]].tolist()))
             if not group.copy_as_grid(out):
                 group.copy_one_by_one(out)
@@ -86,6 +97,56 @@ def copy_tiles(reader: BlockReader, columns: BlockColumns, info: TensorInfo,
     else:
         for run in runs:
             copy(run)
+
+
+def copy_row_runs(reader: BlockReader, columns: BlockColumns, info: TensorInfo,
+                  boxes: SliceBoxes, slices: np.ndarray, start: tuple[int, ...],
+                  out: np.ndarray, may_map: bool) -> np.ndarray:
+    """Copy into ``out`` (the box at ``start``) what it needs of the slices ``slices``
+    (uncompressed, of fixed-size elements, inside the box along every dimension but
+    the first): a run of each one's rows, read as the whole chunks that hold it, each
+    checked before its bytes are used. Only slices of mapped shards (when
+    ``may_map``); the others are returned, for the caller to read one by one."""
+    mappable = np.array([may_map and s.mappable for s in reader.shards], dtype=bool)
+    blocks = boxes.blocks[slices]
+    shards = columns.shards[blocks]
+    here = mappable[shards] if len(slices) else np.zeros(0, dtype=bool)
+    left: np.ndarray = slices[~here]
+    slices, blocks, shards = slices[here], blocks[here], shards[here]
+    if not len(slices):
+        return left
+    lo, hi = boxes.lo[slices], boxes.hi[slices]
+    top = np.maximum(lo[:, 0], start[0]) - lo[:, 0]  # the rows wanted, in each slice
+    bottom = np.minimum(hi[:, 0], start[0] + out.shape[0]) - lo[:, 0]
+    row_bytes = np.prod(hi[:, 1:] - lo[:, 1:], axis=1, dtype=np.int64) * out.dtype.itemsize
+    first, end = top * row_bytes, bottom * row_bytes  # bytes wanted, in each block
+    raw = columns.raw_lengths[blocks].astype(np.int64)
+    size = np.where(columns.chunk_sizes[blocks] == 0, raw,
+                    columns.chunk_sizes[blocks]).astype(np.int64)
+    chunk, past = first // size, -(-end // size)  # the chunks holding them
+    reader.bytes_read += int((np.minimum(past * size, raw) - chunk * size).sum())
+    corner = lo - np.array(start, dtype=np.int64)
+    corner[:, 0] += top
+    extents = hi - lo
+    extents[:, 0] = bottom - top
+    offsets = columns.offsets[blocks].astype(np.int64) + first
+    for shard in np.unique(shards).tolist():
+        mine = np.flatnonzero(shards == shard)
+        held = reader.hold(info, shard, 0, 0, True)
+        reader.verify_blocks(info, columns, blocks[mine], slices[mine], held,
+                             (chunk[mine], past[mine] - chunk[mine]))
+        by_extent = np.lexsort(extents[mine].T[::-1])
+        ordered = mine[by_extent]
+        change = np.ones(len(ordered), dtype=bool)
+        change[1:] = (extents[ordered][1:] != extents[ordered][:-1]).any(axis=1)
+        for c, d in pairwise([*np.flatnonzero(change).tolist(), len(ordered)]):
+            chosen = ordered[c:d]
+            group = _Group(reader, columns, info, held, slices[chosen], corner[chosen],
+                           blocks[chosen], offsets[chosen] - held.offset,
+                           tuple(extents[chosen[0]].tolist()), checked=True)
+            if not group.copy_as_grid(out):
+                group.copy_one_by_one(out)
+    return left
 
 
 def _runs(shards: np.ndarray, first: np.ndarray, end: np.ndarray, mapped: list[bool]
@@ -114,15 +175,16 @@ class _Group:
 
     def __init__(self, reader: BlockReader, columns: BlockColumns, info: TensorInfo,
                  held: HeldBytes, tiles: np.ndarray, lo: np.ndarray, blocks: np.ndarray,
-                 extent: tuple[int, ...]) -> None:
+                 offsets: np.ndarray, extent: tuple[int, ...], checked: bool = False) -> None:
         self.reader, self.columns, self.info, self.held = reader, columns, info, held
         self.tiles, self.lo, self.blocks, self.extent = tiles, lo, blocks, extent
-        # Where each slice starts in held.data.
-        self.offsets = columns.offsets[blocks].astype(np.int64) - held.offset
+        self.offsets = offsets  # where each slice's bytes to copy start in held.data
+        self.checked = checked  # their chunks are checked already
 
     def verify(self, among: np.ndarray) -> None:
-        self.reader.verify_blocks(self.info, self.columns, self.blocks[among],
-                                  self.tiles[among], self.held)
+        if not self.checked:
+            self.reader.verify_blocks(self.info, self.columns, self.blocks[among],
+                                      self.tiles[among], self.held)
 
     def copy_one_by_one(self, out: np.ndarray) -> None:
         self.verify(np.arange(len(self.tiles)))

@@ -59,9 +59,11 @@ class BlockEmitter:
         self._threads = threads
         self._pool = ThreadPoolExecutor(max_workers=threads)
 
-    def emit(self, items: Iterable[Item | TileRun]) -> None:
-        """Write ``items`` in order. When taking the next item raises (it failed its
-        checks), the items before it are written before the error propagates."""
+    def emit(self, items: Iterable[Item | TileRun], chunk_size: int | None = None) -> None:
+        """Write ``items`` in order, their blocks in chunks of ``chunk_size`` bytes (None:
+        the emitter's). When taking the next item raises (it failed its checks), the
+        items before it are written before the error propagates."""
+        chunk = chunk_size or self._chunk_size
         batch: list[Item] = []
         gathered = 0
         try:
@@ -69,15 +71,15 @@ class BlockEmitter:
                 if isinstance(item, TileRun):
                     self._write_batch(batch)
                     gathered = 0
-                    self._write_tiles(item)
+                    self._write_tiles(item, chunk)
                     continue
                 if found is not None:  # already in the pool: nothing to write
                     self._table.add_block(item.row, found(), item.box)
                     continue
-                if not self._batches(item):  # after the blocks gathered before it
+                if not self._batches(item, chunk):  # after the blocks gathered before it
                     self._write_batch(batch)
                     gathered = 0
-                    self._table.add_block(item.row, self._store(item), item.box)
+                    self._table.add_block(item.row, self._store(item, chunk), item.box)
                     continue
                 batch.append(item)
                 gathered += len(item.raw)
@@ -142,9 +144,9 @@ class BlockEmitter:
 
     # -- batches of small blocks ----------------------------------------------
 
-    def _batches(self, item: Item) -> bool:
+    def _batches(self, item: Item, chunk_size: int) -> bool:
         """Whether ``item`` is written in a batch: uncompressed, one chunk, not empty."""
-        return self._codec.stores_raw and 0 < len(item.raw) <= self._chunk_size
+        return self._codec.stores_raw and 0 < len(item.raw) <= chunk_size
 
     def _write_batch(self, batch: list[Item]) -> None:
         """Write the items of ``batch`` as the next blocks, each of one uncompressed chunk,
@@ -192,7 +194,7 @@ class BlockEmitter:
 
     # -- runs of tiles ----------------------------------------------------------
 
-    def _write_tiles(self, run: TileRun) -> None:
+    def _write_tiles(self, run: TileRun, chunk_size: int) -> None:
         """Write the tiles of ``run`` as the next blocks, one after the other at 64-byte
         boundaries, as many at a time as fit in the shard: the bytes and index rows
         one block each would give, with no Python object per tile. Compressed tiles
@@ -202,10 +204,10 @@ class BlockEmitter:
             for i in range(len(run)):
                 box = (tuple(run.starts[i].tolist()), tuple(run.extents[i].tolist()))
                 item = Item(run.row, run.dtype, run.data[i * size : (i + 1) * size], box)
-                self._table.add_block(run.row, self._store(item), box)
+                self._table.add_block(run.row, self._store(item, chunk_size), box)
             return
         stride = size + padding(size)
-        chunk_size = self._chunk_size if size > self._chunk_size else 0
+        chunk_size = chunk_size if size > chunk_size else 0
         first = 0
         while first < len(run):
             output = self._committer.output_for(size)
@@ -238,8 +240,9 @@ class BlockEmitter:
 
     # -- one block at a time ----------------------------------------------------
 
-    def _store(self, item: Item) -> Block:
-        """Write ``item`` as the next block: empty, chunked, or encoded."""
+    def _store(self, item: Item, chunk_size: int) -> Block:
+        """Write ``item`` as the next block, in chunks of ``chunk_size`` bytes: empty,
+        chunked, or encoded."""
         raw = item.raw
         size = len(raw)
         output = self._committer.output_for(size)
@@ -247,7 +250,7 @@ class BlockEmitter:
         shard, offset, codec = self._committer.shard, output.position, self._codec
         if not size:
             return Block(shard, offset, 0, 0, codec, False, 0, [], [])
-        chunk_size = self._chunk_size if size > self._chunk_size else 0
+        chunk_size = chunk_size if size > chunk_size else 0
         ranges = [(0, size)] if not chunk_size else [
             (s, min(s + chunk_size, size)) for s in range(0, size, chunk_size)]
         if codec.stores_raw:

@@ -64,12 +64,25 @@ def _cuts(start: int, extent: int, step: int) -> list[int]:
 def is_regular(array: np.ndarray, start: Sequence[int], tile: Sequence[int],
                dtype: dtypes.Dtype) -> bool:
     """Whether the box ``array`` at ``start`` is cut by the grid of ``tile`` into more
-    than one tile, all of the tile's shape, of a fixed-size dtype: then
-    :func:`tile_runs` cuts it."""
-    return (dtype.numpy is not None and array.ndim >= 1 and len(start) == len(tile)
-            == array.ndim and array.size > 0 and all(t > 0 for t in tile)
-            and all(s % t == 0 and e % t == 0 for s, e, t in zip(start, array.shape, tile))
-            and prod(e // t for e, t in zip(array.shape, tile)) > 1)
+    than one tile, all of the same shape, of a fixed-size dtype: then
+    :func:`tile_runs` cuts it. Along each dimension the box either lies on the grid's
+    lines or inside one cell of the grid (the box's extent is then the cells')."""
+    if not (dtype.numpy is not None and array.ndim >= 1 and len(start) == len(tile)
+            == array.ndim and array.size > 0 and all(t > 0 for t in tile)):
+        return False
+    inside = [s // t == (s + e - 1) // t for s, e, t in zip(start, array.shape, tile)]
+    return all(one or (s % t == 0 and e % t == 0)
+               for s, e, t, one in zip(start, array.shape, tile, inside)) \
+        and prod(e // c for e, c in zip(array.shape, cell_extents(start, array.shape, tile))) > 1
+
+
+def cell_extents(start: Sequence[int], extent: Sequence[int], tile: Sequence[int]
+                 ) -> tuple[int, ...]:
+    """The extent of the cells of the grid of ``tile`` that cut the box at ``start`` of
+    ``extent``, per dimension: the box's own where it lies inside one cell (a strip
+    the height of a writer's box, say), the tile's elsewhere."""
+    return tuple(e if s // t == (s + e - 1) // t else t
+                 for s, e, t in zip(start, extent, tile))
 
 
 def tile_runs(row: int, dtype: dtypes.Dtype, array: np.ndarray, start: Sequence[int],
@@ -77,6 +90,7 @@ def tile_runs(row: int, dtype: dtypes.Dtype, array: np.ndarray, start: Sequence[
     """The tiles of the regular box ``array`` at ``start`` (:func:`is_regular`), a band
     of whole grid rows of about :data:`BAND_BYTES` bytes at a time."""
     rank = array.ndim
+    tile = cell_extents(start, array.shape, tile)
     tile_array = np.asarray(tile, dtype=np.int64)
     grid = [e // t for e, t in zip(array.shape, tile)]
     tile_size = prod(tile) * (dtype.itemsize or 1)
