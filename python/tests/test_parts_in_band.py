@@ -192,3 +192,35 @@ def test_a_failed_in_band_merge_keeps_the_previous_checkpoint(tmp_path: Path) ->
     assert (tmp_path / "index.ocf").read_bytes() == before
     with ocf.open(tmp_path) as reader:
         assert_all_bit_exact({key: reader.read_tensor(key) for key in reader}, full)
+
+
+@pytest.mark.parametrize("later", ["metadata in part 2", "a shard of part 1 listed by part 2"])
+def test_boxes_of_a_part_overlapping_are_reported_before_any_later_failure(
+        tmp_path: Path, later: str) -> None:
+    """The merge checks each part's own boxes with every other part's (M6) when it succeeds;
+    when anything fails, M2's verdict on them still comes first, from files or in-band."""
+    _as_files(tmp_path)
+    received = _sealed(tmp_path / "in-band")
+    part_1 = tmp_path / part_file_name(SAVE, 1)
+    shard_of_1 = index_of(part_1.read_bytes()).shards[0].path
+
+    def later_fault(index: index_pb2.Index) -> None:
+        if later == "metadata in part 2":
+            index.metadata["x"].CopyFrom(index_pb2.Index().metadata.get_or_create("x"))
+        else:
+            index.shards.add(path=shard_of_1, length=64)
+
+    for blob_of, put in (
+            (lambda n: (tmp_path / part_file_name(SAVE, n)).read_bytes(),
+             lambda n, blob: (tmp_path / part_file_name(SAVE, n)).write_bytes(blob)),
+            (lambda n: received[n] or b"", received.__setitem__)):
+        put(1, _edited(_last_box_onto_the_one_before)(blob_of(1)))
+        put(2, _edited(later_fault)(blob_of(2)))
+    with pytest.raises(ocf.InvalidError, match=r"part 1|slices of the part overlap") as files:
+        merge_parts(tmp_path, save_id=SAVE, parts=3)
+    with pytest.raises(ocf.InvalidError) as in_band:
+        merge_parts(tmp_path / "in-band", save_id=SAVE, parts=3, part_indexes=received)
+    for caught in (files, in_band):
+        assert caught.value.requirement == "R-PART-001"
+        assert "slices of the part overlap" in str(caught.value)
+        assert str(caught.value.path).endswith(part_file_name(SAVE, 1))

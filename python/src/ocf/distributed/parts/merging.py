@@ -94,12 +94,17 @@ def merge_parts(path: str | os.PathLike[str], *, save_id: str, parts: int,
             raise NotFoundError(f"part {n} of {parts} is missing: its writer did not finish",
                                 path=directory / part_file_name(save_id, n),
                                 requirement="R-PART-004")
-    loaded = [_read_part(directory, save_id, n, parts,
-                         None if part_indexes is None else part_indexes[n])
-              for n in range(parts)]
-    combined = _Combined(loaded, directory)
+
+    def combined(overlaps_later: bool) -> _Combined:  # M2, M3, M4
+        return _Combined([_read_part(directory, save_id, n, parts,
+                                     None if part_indexes is None else part_indexes[n],
+                                     overlaps_later=overlaps_later)
+                          for n in range(parts)], directory)
+
     try:
-        index = combined.merged_index()
+        # Each part's boxes are checked to be disjoint by M6, with every other part's:
+        # a merge that succeeds checks them once.
+        index = combined(overlaps_later=True).merged_index()
         data = canonical.serialize(index)
         if len(data) > MAX_INDEX_BYTES:
             raise LimitExceededError(f"merged index would be {len(data)} bytes, above the "
@@ -107,8 +112,9 @@ def merge_parts(path: str | os.PathLike[str], *, save_id: str, parts: int,
                                      requirement="R-LIMIT-001")
         merged = _checked_merged_index(data, directory)
     except OCFError:
-        # M5 comes first and names the parts: report its failure if there is one.
-        combined.check_slices()
+        # The first failure in the order of checks is reported: M2 in full (each part's
+        # boxes disjoint), M3 and M4, then M5, which names the parts, before this one.
+        combined(overlaps_later=False).check_slices()
         raise
     _check_shard_files(merged, directory)
     _publish(directory, data)
@@ -151,9 +157,10 @@ class _ReceivedIndex:
 
 
 def _read_part(directory: Location, save_id: str, number: int, count: int,
-               received: bytes | None = None) -> _Part:
+               received: bytes | None = None, *, overlaps_later: bool = False) -> _Part:
     """Read and check part ``number``: an index file (or its bytes, ``received``
-    in-band), then a part of this save [R-PART-004]."""
+    in-band), then a part of this save [R-PART-004]; with ``overlaps_later``, all
+    but the check that its boxes are disjoint (M6 makes it)."""
     path = directory / part_file_name(save_id, number)
     source: _ReceivedIndex | Input
     if received is not None:
@@ -170,7 +177,8 @@ def _read_part(directory: Location, save_id: str, number: int, count: int,
         data, footer = read_index_bytes(source)
     finally:
         source.close()
-    model = decode_index(data, str(path), footer.index_offset, part=True)
+    model = decode_index(data, str(path), footer.index_offset, part=True,
+                         overlaps_later=overlaps_later)
     message = index_pb2.Index()
     message.ParseFromString(data)  # parsed once already by decode_index
     # M2 of spec/parts.md: the rules of R-PART-001, then the identity (R-PART-004).
@@ -230,9 +238,11 @@ class _Combined:
     The slices of M5 are checked only when the merged index fails a check: M6 decodes
     the merged index as a reader does, and a reader's check of its boxes
     [R-SLICE-002] [R-SLICE-004] passes exactly when M5 passes for every key, since the
-    merged index holds every part's boxes unchanged and the same slice counts. So a
-    merge that succeeds checks the boxes once, over all tensors together, and one that
-    fails reports M5's verdict first, as the order of checks requires.
+    merged index holds every part's boxes unchanged and the same slice counts; and it
+    passes only if each part's boxes are disjoint, the one check of M2 that the parts
+    are first read without. So a merge that succeeds checks the boxes once, over all
+    tensors together, and one that fails reports M2's and M5's verdicts first, as the
+    order of checks requires.
     """
 
     def __init__(self, parts: list[_Part], directory: Location) -> None:
