@@ -13,7 +13,8 @@ taking its equal share of rows, so any world size sees the same data order.
   writes its part, touches ``ready`` and waits to be killed.
 - ``values``: two saves of a tensor per rank and non-tensor values, held by
   rank 0 alone (``values-on-0``: part 0 is published with the other parts) and
-  by both ranks (``values-on-both``: part 0 waits for rank 1's values).
+  by both ranks (``values-on-both``: part 0 waits for rank 1's values); then
+  a save in which rank 1 has nothing to write (``nothing-on-1``).
 - ``resume``: loads ``<source>/ckpt-<n>`` (``source`` is ``ocf`` or ``dcp``),
   keeps the full state it loaded (``loaded-<source>.npz``), trains to step
   ``until`` and keeps the final full state (``final-<source>.npz``).
@@ -122,6 +123,9 @@ def values(job: dict[str, Any], rank: int, world: int) -> None:
     dcp.save({**tensor, **on_0}, storage_writer=StorageWriter("values-on-0"))
     on_both = {"note0": "from rank 0"} if rank == 0 else {"note1": [1, 2]}
     dcp.save({**tensor, **on_both}, storage_writer=StorageWriter("values-on-both"))
+    # Rank 1 has nothing to save: its part index still reaches the coordinator in-band.
+    nothing_on_1 = {**tensor, "note0": "from rank 0"} if rank == 0 else {}
+    dcp.save(nothing_on_1, storage_writer=StorageWriter("nothing-on-1"))
 
 
 def resume(job: dict[str, Any], rank: int, world: int) -> None:

@@ -154,6 +154,12 @@ def test_one_process_saves_and_loads_with_non_tensor_values_kept(tmp_path: Path)
 def test_two_ranks_keep_non_tensor_values_held_by_the_coordinator_or_by_both(
         tmp_path: Path) -> None:
     ranks.run(WORKER, {"mode": "values", "out": str(tmp_path)}, 2, TIMEOUT)
+    # A rank with no item of its own still hands its (empty) part to the merge.
+    target: dict[str, object] = {"w0": torch.ones(3), "note0": None}
+    dcp.load(target, storage_reader=StorageReader(tmp_path / "nothing-on-1"))
+    assert torch.equal(target.pop("w0"), torch.zeros(3))  # type: ignore[arg-type]
+    assert target == {"note0": "from rank 0"}
+    assert not [p for p in (tmp_path / "nothing-on-1").iterdir() if "part" in p.name]
     for name, expected in (("values-on-0", {"note0": "from rank 0", "step": 7}),
                            ("values-on-both", {"note0": "from rank 0", "note1": [1, 2]})):
         assert sorted(p.name for p in (tmp_path / name).iterdir() if "part" in p.name) == []

@@ -5,9 +5,11 @@ of one checkpoint into a directory that all ranks see (the tensors it owns
 whole, and its boxes of partitioned tensors as :class:`ocf.distributed.parts.LocalBox`),
 rank 0 merges once every rank reports its part written, and every rank
 returns only when the checkpoint is committed, or raises the same error
-when it is not. No tensor travels between ranks; only a save id and small
-status records do, through the group's collectives, so the same code runs
-on gloo (CPU) and NCCL.
+when it is not. No tensor travels between ranks; only a save id, status
+records and the part indexes do, through the group's collectives, so the
+same code runs on gloo (CPU) and NCCL. The part indexes go to rank 0
+in-band (spec/parts.md, [R-PART-009]): no part file is written, read back
+or deleted.
 
 :func:`load` is not collective: each rank reads the regions it owns,
 whatever partitioning wrote them, reading only the stored chunks that hold
@@ -24,14 +26,14 @@ import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
 import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
-from ocf.distributed.parts import LocalBox, merge_parts, new_save_id, write_part
+from ocf.distributed.parts import LocalBox, merge_parts, new_save_id, seal_part
 from ocf.distributed.resharding import RESHARD_CHUNK_SIZE, RESHARD_TILES
 from ocf.format.argument_order import check_object_then_path
 from ocf.format.errors import ERROR_CLASSES, Category, InvalidError, OCFError
@@ -45,6 +47,7 @@ from ocf.torch.tensors import from_numpy, ocf_dtype, to_numpy, torch_dtype
 __all__ = ["Loaded", "SaveError", "load", "load_into", "region_of", "save", "save_numbered"]
 
 Region = Sequence[slice] | slice | None
+_T = TypeVar("_T")
 # What a rank reports of its step: None when it succeeded, else the error's
 # class name, category (None outside OCF's), message, path, key and requirement.
 _Status = tuple[str, str | None, str, str | None, str | None, str | None] | None
@@ -114,17 +117,19 @@ def save(tensors: Mapping[str, object], path: str | os.PathLike[str], *,
     save_id = _from_rank_0(new_save_id() if rank == 0 else None, group)
     assert isinstance(save_id, str)
 
-    def write() -> None:
+    def write() -> bytes:
         arrays = {key: _numpy(key, value) for key, value in tensors.items()}
-        write_part(path, {key: array for key, array in arrays.items() if array is not None},
-                   part=rank, parts=world, save_id=save_id,
-                   metadata=metadata if rank == 0 else None,
-                   object_graph=object_graph if rank == 0 else None, **options)
+        return seal_part(path, {key: array for key, array in arrays.items()
+                                if array is not None},
+                         part=rank, parts=world, save_id=save_id,
+                         metadata=metadata if rank == 0 else None,
+                         object_graph=object_graph if rank == 0 else None, **options)
 
-    store = options.get("storage_options")
-    _collective(write, lambda: merge_parts(path, save_id=save_id, parts=world,
-                                           storage_options=store),  # type: ignore[arg-type]
-                group)
+    def merge(part_indexes: list[bytes | None]) -> None:
+        merge_parts(path, save_id=save_id, parts=world, part_indexes=part_indexes,
+                    storage_options=options.get("storage_options"))  # type: ignore[arg-type]
+
+    _collective(write, merge, group)
 
 
 def save_numbered(tensors: Mapping[str, object], directory: str | os.PathLike[str],
@@ -156,7 +161,7 @@ def save_numbered(tensors: Mapping[str, object], directory: str | os.PathLike[st
                                         max_to_keep=max_to_keep, storage_options=store)
         manager.save(checkpoint_number=number)
 
-    _collective(lambda: None, record, group)
+    _collective(lambda: None, lambda _: record(), group)
     return path
 
 
@@ -241,17 +246,22 @@ def region_of(shape: Sequence[int], part: int, parts: int, axis: int = 0) -> tup
 # -- collectives -----------------------------------------------------------------------------
 
 
-def _collective(step: Callable[[], None], on_rank_0: Callable[[], None],
+def _collective(step: Callable[[], _T], on_rank_0: Callable[[list[_T | None]], None],
                 group: dist.ProcessGroup | None) -> None:
-    """Run ``step`` on every rank; if all succeed, ``on_rank_0`` on rank 0; then every
-    rank returns, or raises the first failure, the same on every rank."""
-    statuses: list[_Status] = [None] * dist.get_world_size(group)
-    status = _attempt(step, group)
+    """Run ``step`` on every rank; if all succeed, ``on_rank_0`` on rank 0 with what each
+    rank's step returned (ranks in order), gathered to it; then every rank returns, or
+    raises the first failure, the same on every rank."""
+    rank = dist.get_rank(group)
+    status, value = _attempt(step, group)
+    received: list[Any] | None = [None] * dist.get_world_size(group) if rank == 0 else None
     try:
-        dist.all_gather_object(statuses, status, group=group)
-        failed = next((s for s in statuses if s is not None), None)
-        if failed is None and dist.get_rank(group) == 0:
-            failed = _attempt(on_rank_0, group)
+        # One collective is the barrier and carries the results: a rank that died breaks it.
+        dist.gather_object((status, value), received, group_dst=0, group=group)
+        failed: _Status = None
+        if received is not None:
+            failed = next((s for s, _ in received if s is not None), None)
+            if failed is None:
+                failed, _ = _attempt(lambda: on_rank_0([v for _, v in received]), group)
         outcome = _from_rank_0(failed, group)
     except RuntimeError as exc:  # a rank died or timed out: the group is broken
         raise SaveError(f"the process group failed during a collective save (a rank crashed "
@@ -261,19 +271,20 @@ def _collective(step: Callable[[], None], on_rank_0: Callable[[], None],
         raise _error(outcome)
 
 
-def _attempt(step: Callable[[], None], group: dist.ProcessGroup | None) -> _Status:
-    """Run ``step``; what went wrong, as plain values every rank can receive.
+def _attempt(step: Callable[[], _T], group: dist.ProcessGroup | None
+             ) -> tuple[_Status, _T | None]:
+    """Run ``step``; what it returned, or what went wrong, as plain values every rank
+    can receive.
 
     A failure names the rank in ``group``, the numbering its callers use."""
     try:
-        step()
+        return None, step()
     except OCFError as exc:
         return (type(exc).__name__, None if exc.category is None else exc.category.value,
-                exc.detail, exc.path, exc.key, exc.requirement)
+                exc.detail, exc.path, exc.key, exc.requirement), None
     except Exception as exc:  # the rank's environment (disk full, ...): still reported
         rank = dist.get_rank(group)
-        return (type(exc).__name__, None, f"rank {rank}: {exc}", None, None, None)
-    return None
+        return (type(exc).__name__, None, f"rank {rank}: {exc}", None, None, None), None
 
 
 def _error(status: tuple[str, str | None, str, str | None, str | None, str | None]

@@ -13,7 +13,7 @@ that leaves nothing at the target but what was there before.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 
 import numpy as np
@@ -288,6 +288,20 @@ class Writer:
 
     def commit(self) -> None:
         """Write the index and publish the checkpoint atomically."""
+        self._finish(lambda: self._committer.commit(self._index, self.index_name))
+
+    def seal(self) -> bytes:
+        """Make every tensor byte durable and return the index file (preamble, index,
+        footer) without publishing it: the directory layout only, for a part whose
+        index goes to the merger in-band (spec/parts.md, [R-PART-009]). Nothing is
+        committed; the shard files stay, and are the checkpoint's once a merged index
+        names them (else a later commit's cleanup deletes them)."""
+        sealed: list[bytes] = []
+        self._finish(lambda: sealed.append(self._committer.seal(self._index)))
+        return sealed[0]
+
+    def _finish(self, publish: Callable[[], object]) -> None:
+        """Complete the index and hand it to ``publish``; abort on any failure."""
         if self._closed:
             raise InvalidError("writer is already closed", path=self.target)
         try:
@@ -297,7 +311,7 @@ class Writer:
                 encode_graph(self._graph, self._index.object_graph)
                 decode_graph(self._index.object_graph, self._tensors.rows, str(self.target))
             self.finish_index(self._index)
-            self._committer.commit(self._index, self.index_name)
+            publish()
         except BaseException:
             self.abort()
             raise

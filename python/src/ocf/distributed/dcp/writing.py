@@ -4,13 +4,16 @@
 planning (FSDP2 and DTensor state dicts, deduplicated replicas) and hands
 each rank the items it owns. Each rank writes them as its part of a
 multi-writer OCF save (spec/parts.md): a tensor item stored whole, a shard
-item as the box of the global tensor it holds. The coordinator's part, part 0,
-carries the state dict's non-tensor values as metadata
-(:mod:`ocf.distributed.dcp.values`: no pickle): it is published with the
-others when the coordinator holds every such value, else last, once the
-other ranks' values arrive. The coordinator then merges the parts, which
-commits the checkpoint. A save that fails anywhere publishes nothing, and
-the previous checkpoint at the path stays the committed one.
+item as the box of the global tensor it holds. No part index is written to
+a file: each rank makes its shards durable and hands its part index to the
+coordinator in its write results, which DCP gathers for ``finish``
+(spec/parts.md, [R-PART-009]). The coordinator's part, part 0, carries the
+state dict's non-tensor values as metadata (:mod:`ocf.distributed.dcp.values`:
+no pickle): it is sealed with the others when the coordinator holds every
+such value, else once the other ranks' values arrive. The coordinator then
+merges the parts, which commits the checkpoint. A save that fails anywhere
+publishes nothing, and the previous checkpoint at the path stays the
+committed one.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch.distributed.checkpoint.metadata import Metadata
+from torch.distributed.checkpoint.metadata import Metadata, MetadataIndex
 from torch.distributed.checkpoint.planner import SavePlan, SavePlanner, WriteItem, WriteItemType
 from torch.distributed.checkpoint.storage import StorageWriter as _DCPStorageWriter
 from torch.distributed.checkpoint.storage import WriteResult
@@ -57,6 +60,19 @@ class _Value:
     value: object
 
 
+@dataclasses.dataclass(frozen=True)
+class _PartIndex:
+    """A rank's sealed part index, on its way to the coordinator's merge [R-PART-009]."""
+
+    number: int
+    data: bytes
+
+
+# The name of the extra result that carries a part index: not a key of the state dict,
+# and never read by DCP, which hands the results to finish() alone.
+_PART_INDEX_FQN = "ocf.part-index"
+
+
 class StorageWriter(CheckpointPath, _DCPStorageWriter):
     """Saves a DCP state dict as one OCF checkpoint at ``path`` (a directory or URL).
 
@@ -82,12 +98,13 @@ class StorageWriter(CheckpointPath, _DCPStorageWriter):
                                           "storage_options": storage_options}
         self._rank = 0
         self._own_part: PartWriter | None = None
+        self._part_0: bytes | None = None
         self._assignment: _Assignment | None = None
 
     def reset(self, checkpoint_id: str | os.PathLike[str] | None = None) -> None:
         self.take_checkpoint_id(checkpoint_id)
         self._discard_own_part()
-        self._assignment = None
+        self._assignment, self._part_0 = None, None
 
     def set_up_storage_writer(self, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
         self._rank = int(kwargs.get("rank", 0))
@@ -116,8 +133,9 @@ class StorageWriter(CheckpointPath, _DCPStorageWriter):
 
     def write_data(self, plan: SavePlan, planner: SavePlanner
                    ) -> Future[list[WriteResult]]:
-        """Write this rank's items as its part; the coordinator keeps its part open for
-        :meth:`finish`, every other rank publishes it."""
+        """Write this rank's items as its part: its shards made durable, its part index
+        returned with the results, which DCP gathers to the coordinator [R-PART-009]. The
+        coordinator keeps its part for :meth:`finish`."""
         assignment = plan.storage_data
         if not isinstance(assignment, _Assignment) or self.path is None:
             raise InvalidError("the storage writer was not set up by dcp.save (no path or "
@@ -129,40 +147,45 @@ class StorageWriter(CheckpointPath, _DCPStorageWriter):
         except BaseException:
             writer.abort()
             raise
+        self._assignment = assignment
         if assignment.part != 0:
-            writer.commit()
+            results.append(_carrying(writer.seal(), assignment.part))  # aborts if it fails
         elif assignment.holds_values:
-            # Part 0 knows all its metadata: it is published now, while the other ranks
-            # publish theirs, and finish() only merges.
-            _publish_part_0(writer, [results])
-            self._assignment = assignment
+            # Part 0 knows all its metadata: sealed now, while the other ranks seal
+            # theirs, and finish() only merges.
+            self._part_0 = _sealed_part_0(writer, [results])
         else:
             # Its metadata comes with the other ranks' results: its data is made durable
-            # now, while the other ranks publish their parts; finish() then writes only
-            # the index and merges.
+            # now, and finish() adds the metadata and seals it.
             try:
                 writer.sync_data()
             except BaseException:
                 writer.abort()
                 raise
-            self._own_part, self._assignment = writer, assignment
+            self._own_part = writer
         done: Future[list[WriteResult]] = Future()
         done.set_result(results)
         return done
 
     def finish(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:
-        """On the coordinator, once every rank wrote its part: publish part 0 with the
-        non-tensor values of every rank as metadata, unless it is published already,
-        then merge (the commit)."""
-        writer, assignment = self._own_part, self._assignment
-        if assignment is None or self.path is None:
+        """On the coordinator, once every rank wrote its part: seal part 0 with the
+        non-tensor values of every rank as metadata, unless it is sealed already, then
+        merge the part indexes the results carry (the commit)."""
+        writer, assignment, part_0 = self._own_part, self._assignment, self._part_0
+        if assignment is None or assignment.part != 0 or self.path is None:
             raise InvalidError("finish() ran on a rank that did not write part 0",
                                path=self.path)
-        self._own_part = None
+        self._own_part, self._part_0 = None, None
         if writer is not None:
-            _publish_part_0(writer, results)
+            part_0 = _sealed_part_0(writer, results)
+        received: list[bytes | None] = [None] * assignment.parts
+        received[0] = part_0
+        for result in (r for rank_results in results for r in rank_results):
+            carried = result.storage_data
+            if isinstance(carried, _PartIndex) and 0 < carried.number < assignment.parts:
+                received[carried.number] = carried.data
         merge_parts(self.path, save_id=assignment.save_id, parts=assignment.parts,
-                    storage_options=self._options["storage_options"])
+                    part_indexes=received, storage_options=self._options["storage_options"])
 
     def _write_item(self, writer: PartWriter, item: WriteItem,
                     planner: SavePlanner) -> WriteResult:
@@ -190,15 +213,22 @@ class StorageWriter(CheckpointPath, _DCPStorageWriter):
             self._own_part = None
 
 
-def _publish_part_0(writer: PartWriter, results: list[list[WriteResult]]) -> None:
-    """Publish part 0 with the non-tensor values of every rank's results as its metadata
+def _sealed_part_0(writer: PartWriter, results: list[list[WriteResult]]) -> bytes:
+    """Seal part 0 with the non-tensor values of every rank's results as its metadata
     (ranks in order), or abort it."""
     values = {result.index.fqn: result.storage_data.value
               for rank_results in results for result in rank_results
               if isinstance(result.storage_data, _Value)}
     try:
         writer.set_metadata({METADATA_KEY: {"values": values}})
-        writer.commit()
     except BaseException:
         writer.abort()
         raise
+    return writer.seal()  # aborts if it fails
+
+
+def _carrying(part_index: bytes, number: int) -> WriteResult:
+    """A result that carries a rank's part index to the coordinator, beside its items'
+    (an extra one: a rank may have no item to write)."""
+    return WriteResult(index=MetadataIndex(_PART_INDEX_FQN), size_in_bytes=len(part_index),
+                       storage_data=_PartIndex(number, part_index))

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from ocf.distributed.parts.merging import merge_parts
 from ocf.distributed.parts.naming import MAX_PARTS, new_save_id, part_file_name
-from ocf.distributed.parts.writing import LocalBox, PartWriter, write_part
+from ocf.distributed.parts.writing import LocalBox, PartWriter, seal_part, write_part
 from ocf.distributed.parts.writing import Slice as Slice
 
 # Slice, LocalBox's name before 0.3.0, stays importable but is not documented as a name of its own.
 __all__ = ["MAX_PARTS", "LocalBox", "PartWriter", "merge_parts", "new_save_id", "part_file_name",
-           "write_part"]
+           "seal_part", "write_part"]

@@ -12,6 +12,7 @@ stays the committed one [R-PART-004] [R-PART-005].
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from math import prod
 
@@ -23,15 +24,27 @@ from ocf.distributed.parts.naming import check_save, is_part_file_name, part_fil
 from ocf.format import dtypes
 from ocf.format.checksum import crc32c
 from ocf.format.commit import is_shard_file_name, leftover_names
-from ocf.format.container import INDEX_FILE_NAME, PREAMBLE, PREAMBLE_SIZE, Footer, read_index_bytes
-from ocf.format.errors import InvalidError, LimitExceededError, NotFoundError, OCFError
+from ocf.format.container import (
+    INDEX_FILE_NAME,
+    PREAMBLE,
+    PREAMBLE_SIZE,
+    Footer,
+    read_index_bytes,
+)
+from ocf.format.errors import (
+    InvalidError,
+    LimitExceededError,
+    MalformedError,
+    NotFoundError,
+    OCFError,
+)
 from ocf.format.index import canonical
 from ocf.format.index.decoding import PART_FEATURE, Index, decode_index
 from ocf.format.index.encoding import extend_fully
 from ocf.format.limits import MAX_INDEX_BYTES, max_slices
 from ocf.format.object_graph import decode_graph
 from ocf.format.slicing import arrays_disjoint, arrays_tile
-from ocf.format.storage.backend import backend_of, each
+from ocf.format.storage.backend import Input, backend_of, each
 from ocf.format.storage.location import Location, StorageOptions, locate
 from ocf.v1 import index_pb2
 
@@ -47,7 +60,8 @@ class _Part:
 
 
 def merge_parts(path: str | os.PathLike[str], *, save_id: str, parts: int,
-                cleanup: bool = True, storage_options: StorageOptions | None = None) -> None:
+                cleanup: bool = True, storage_options: StorageOptions | None = None,
+                part_indexes: Sequence[bytes | None] | None = None) -> None:
     """Merge parts 0 to ``parts - 1`` of save ``save_id`` in directory ``path``.
 
     On success ``path/index.ocf`` is the merged checkpoint and, with
@@ -57,6 +71,11 @@ def merge_parts(path: str | os.PathLike[str], *, save_id: str, parts: int,
     be a URL of an object store (``s3://...``; ``storage_options`` go to
     fsspec), where publishing the index object is the commit.
 
+    ``part_indexes``, when given, are the part indexes themselves, in part order
+    (None for a part whose writer did not finish), received in-band from the part
+    writers (:func:`ocf.distributed.parts.seal_part`) instead of read from part
+    files [R-PART-009]: the same checks in the same order, the same merged index.
+
     Examples:
         >>> from ocf.distributed.parts import merge_parts
         >>> merge_parts("sharded", save_id=save_id, parts=2)  # commits the checkpoint
@@ -65,17 +84,27 @@ def merge_parts(path: str | os.PathLike[str], *, save_id: str, parts: int,
     directory = locate(path, storage_options)
     storage = backend_of(directory)
     # M1, the most useful report first: which parts never finished (asked at once).
-    present = each(storage, lambda n: storage.exists(directory / part_file_name(save_id, n)),
-                   range(parts))
+    if part_indexes is None:
+        present = each(storage, lambda n: storage.exists(directory / part_file_name(save_id, n)),
+                       range(parts))
+    else:
+        present = _received(part_indexes, parts, directory)
     for n in range(parts):
         if not present[n]:
             raise NotFoundError(f"part {n} of {parts} is missing: its writer did not finish",
                                 path=directory / part_file_name(save_id, n),
                                 requirement="R-PART-004")
-    loaded = [_read_part(directory, save_id, n, parts) for n in range(parts)]
-    combined = _Combined(loaded, directory)
+
+    def combined(overlaps_later: bool) -> _Combined:  # M2, M3, M4
+        return _Combined([_read_part(directory, save_id, n, parts,
+                                     None if part_indexes is None else part_indexes[n],
+                                     overlaps_later=overlaps_later)
+                          for n in range(parts)], directory)
+
     try:
-        index = combined.merged_index()
+        # Each part's boxes are checked to be disjoint by M6, with every other part's:
+        # a merge that succeeds checks them once.
+        index = combined(overlaps_later=True).merged_index()
         data = canonical.serialize(index)
         if len(data) > MAX_INDEX_BYTES:
             raise LimitExceededError(f"merged index would be {len(data)} bytes, above the "
@@ -83,8 +112,9 @@ def merge_parts(path: str | os.PathLike[str], *, save_id: str, parts: int,
                                      requirement="R-LIMIT-001")
         merged = _checked_merged_index(data, directory)
     except OCFError:
-        # M5 comes first and names the parts: report its failure if there is one.
-        combined.check_slices()
+        # The first failure in the order of checks is reported: M2 in full (each part's
+        # boxes disjoint), M3 and M4, then M5, which names the parts, before this one.
+        combined(overlaps_later=False).check_slices()
         raise
     _check_shard_files(merged, directory)
     _publish(directory, data)
@@ -95,20 +125,60 @@ def merge_parts(path: str | os.PathLike[str], *, save_id: str, parts: int,
 # -- reading the parts -----------------------------------------------------------------------
 
 
-def _read_part(directory: Location, save_id: str, number: int, count: int) -> _Part:
-    """Read and check part ``number``: an index file, then a part of this save [R-PART-004]."""
+def _received(part_indexes: Sequence[bytes | None], parts: int, directory: Location
+              ) -> list[bool]:
+    """M1 for part indexes received in-band: which parts arrived [R-PART-009]."""
+    if len(part_indexes) > parts:
+        raise InvalidError(f"{len(part_indexes)} part indexes received for a save of "
+                           f"{parts} parts", path=directory, requirement="R-PART-009")
+    for n, data in enumerate(part_indexes):
+        if data is not None and not isinstance(data, bytes):
+            raise InvalidError(f"part {n} was received as a {type(data).__name__}, not as "
+                               "the bytes of a part index", path=directory,
+                               requirement="R-PART-009")
+    return [n < len(part_indexes) and part_indexes[n] is not None for n in range(parts)]
+
+
+class _ReceivedIndex:
+    """A part index received in-band, read as its file would be (spec/format.md)."""
+
+    def __init__(self, path: Location, data: bytes) -> None:
+        self.path, self.size, self._data = path, len(data), data
+
+    def pread(self, length: int, offset: int) -> bytes:
+        data = self._data[offset : offset + length]
+        if len(data) != length:
+            raise MalformedError(f"file ended after {offset + len(data)} bytes, expected at "
+                                 f"least {offset + length}: truncated", path=self.path)
+        return data
+
+    def close(self) -> None:
+        """Nothing to close: for the same calls as an open file."""
+
+
+def _read_part(directory: Location, save_id: str, number: int, count: int,
+               received: bytes | None = None, *, overlaps_later: bool = False) -> _Part:
+    """Read and check part ``number``: an index file (or its bytes, ``received``
+    in-band), then a part of this save [R-PART-004]; with ``overlaps_later``, all
+    but the check that its boxes are disjoint (M6 makes it)."""
     path = directory / part_file_name(save_id, number)
-    try:
-        # A part index is a file of the directory, never one a link points to [R-PART-004].
-        source = backend_of(path).open_index(path, follow=False)
-    except NotFoundError:  # gone since M1, a symbolic link, or not a regular file
-        raise NotFoundError(f"part {number} of {count} is missing: its writer did not "
-                            "finish", path=path, requirement="R-PART-004") from None
+    source: _ReceivedIndex | Input
+    if received is not None:
+        source = _ReceivedIndex(path, received)
+    else:
+        try:
+            # A part index is a file of the directory, never one a link points to
+            # [R-PART-004].
+            source = backend_of(path).open_index(path, follow=False)
+        except NotFoundError:  # gone since M1, a symbolic link, or not a regular file
+            raise NotFoundError(f"part {number} of {count} is missing: its writer did not "
+                                "finish", path=path, requirement="R-PART-004") from None
     try:
         data, footer = read_index_bytes(source)
     finally:
         source.close()
-    model = decode_index(data, str(path), footer.index_offset, part=True)
+    model = decode_index(data, str(path), footer.index_offset, part=True,
+                         overlaps_later=overlaps_later)
     message = index_pb2.Index()
     message.ParseFromString(data)  # parsed once already by decode_index
     # M2 of spec/parts.md: the rules of R-PART-001, then the identity (R-PART-004).
@@ -168,9 +238,11 @@ class _Combined:
     The slices of M5 are checked only when the merged index fails a check: M6 decodes
     the merged index as a reader does, and a reader's check of its boxes
     [R-SLICE-002] [R-SLICE-004] passes exactly when M5 passes for every key, since the
-    merged index holds every part's boxes unchanged and the same slice counts. So a
-    merge that succeeds checks the boxes once, over all tensors together, and one that
-    fails reports M5's verdict first, as the order of checks requires.
+    merged index holds every part's boxes unchanged and the same slice counts; and it
+    passes only if each part's boxes are disjoint, the one check of M2 that the parts
+    are first read without. So a merge that succeeds checks the boxes once, over all
+    tensors together, and one that fails reports M2's and M5's verdicts first, as the
+    order of checks requires.
     """
 
     def __init__(self, parts: list[_Part], directory: Location) -> None:

@@ -252,6 +252,29 @@ def _chunk_size_of(writer: PartWriter, array: np.ndarray, shape: Sequence[int]) 
     return strip_chunk_size(nbytes, writer.chunk_size)
 
 
+def seal_part(path: str | os.PathLike[str], tensors: Mapping[str, object], *, part: int,
+              parts: int, save_id: str, metadata: Mapping[str, object] | None = None,
+              object_graph: Sequence[Node] | None = None, **options: Any) -> bytes:
+    """Write one part's shards durably and return its part index unpublished: the bytes
+    the merger receives in-band (``merge_parts(..., part_indexes=...)``) instead of a
+    part file [R-PART-009]. ``tensors`` and the options are those of :func:`write_part`.
+
+    Examples:
+        >>> from ocf.distributed.parts import seal_part
+        >>> part_index = seal_part("sharded", {"w": w}, part=rank, parts=world, save_id=save_id)
+    """
+    writer = PartWriter(path, part=part, parts=parts, save_id=save_id, metadata=metadata,
+                        **options)
+    try:
+        writer.write_tensors(tensors)
+        if object_graph is not None:
+            writer.set_object_graph(object_graph)
+    except BaseException:
+        writer.abort()
+        raise
+    return writer.seal()
+
+
 def _wants_tiles(tile_bytes: TileBytes, array: np.ndarray, start: Sequence[int],
                  shape: Sequence[int]) -> bool:
     """Whether to store this box in tiles: asked for, rank 2 or more, a fixed-size

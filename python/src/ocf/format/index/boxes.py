@@ -52,12 +52,13 @@ class CheckedBoxes(NamedTuple):
 
 
 def check_boxes(starts: np.ndarray, extents: np.ndarray, tensors: TensorColumns, *,
-                partial: bool) -> CheckedBoxes | BoxFailure:
+                partial: bool, overlaps: bool = True) -> CheckedBoxes | BoxFailure:
     """Check the boxes of the sliced tensors ``tensors`` (their values one after the other
     in ``starts`` and ``extents``, uint64, as many as the ranks and counts need): each a
     non-empty box inside its shape [R-SLICE-001], of a tensor with elements, and
     together tiling the shape exactly [R-SLICE-002]; for a part index (``partial``),
-    disjoint [R-PART-001]."""
+    disjoint [R-PART-001], unless not ``overlaps`` (a merge checks them with the other
+    parts' boxes)."""
     ranks, counts = tensors.ranks, tensors.counts
     box_tensor = np.repeat(np.arange(len(counts)), counts)
     box_rank = ranks[box_tensor]
@@ -82,6 +83,8 @@ def check_boxes(starts: np.ndarray, extents: np.ndarray, tensors: TensorColumns,
     broken[valid:] = False
     candidates = ~broken & (counts >= 2)
     candidates[valid:] = False
+    if partial and not overlaps:
+        candidates[:] = False
     broken |= _overlapping(starts, extents, tensors, box_tensor, value_start, candidates,
                            partial)
     if broken.any():

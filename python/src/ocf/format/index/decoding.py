@@ -73,13 +73,16 @@ class Index:
         return nodes_with_odd_entries(self.graph_wire)
 
 
-def decode_index(data: bytes, path: str, index_offset: int, *, part: bool = False
-                 ) -> Index:
+def decode_index(data: bytes, path: str, index_offset: int, *, part: bool = False,
+                 overlaps_later: bool = False) -> Index:
     """Parse and validate the index bytes of the index file at ``path``.
 
     ``part`` decodes a part index (spec/parts.md) for a merge: the feature
     ``part`` is then understood, and the boxes of a sliced tensor need not
     cover its shape, since other parts hold the rest [R-PART-001].
+    ``overlaps_later`` (a part only) leaves out the check that those boxes are
+    pairwise disjoint, for a merge that checks them later with every other
+    part's, and again part by part before it reports any failure.
     """
     message = index_pb2.Index()
     try:
@@ -105,7 +108,8 @@ def decode_index(data: bytes, path: str, index_offset: int, *, part: bool = Fals
             path=path, requirement="R-FEAT-001")
     shards = check_shards(list(message.shards), path, index_offset,
                           pooled=POOL_FEATURE in message.header.required_features)
-    tensors = Tables(message.tensors, message.blocks, shards, path, partial=part)
+    tensors = Tables(message.tensors, message.blocks, shards, path, partial=part,
+                     overlaps_later=part and overlaps_later)
     if not index_metadata_is_plain(data):
         raise InvalidError("a map entry of Index.metadata holds a field other than its key "
                            "and value", path=path, requirement="R-META-001")

@@ -103,11 +103,13 @@ class Tables(Mapping[str, TensorInfo]):
     """
 
     def __init__(self, tensors: tensor_pb2.TensorTable, blocks: tensor_pb2.BlockTable,
-                 shards: tuple[Shard, ...], path: str, *, partial: bool = False) -> None:
+                 shards: tuple[Shard, ...], path: str, *, partial: bool = False,
+                 overlaps_later: bool = False) -> None:
         self.path = path
         # The tables of a part index (spec/parts.md): a sliced tensor's boxes are
-        # disjoint but may leave gaps that other parts fill [R-PART-001].
-        self._partial = partial
+        # disjoint but may leave gaps that other parts fill [R-PART-001]; a merge may
+        # check that they are disjoint later, with every other part's boxes.
+        self._partial, self._overlaps_later = partial, overlaps_later
         self._infos: dict[int, TensorInfo] = {}
         self._boxes: dict[int, SliceBoxes] = {}
         self._block_columns: BlockColumns | None = None
@@ -274,7 +276,7 @@ class Tables(Mapping[str, TensorInfo]):
         counts = self._slice_counts[sliced]
         checked = check_boxes(self._slice_starts, self._slice_extents, TensorColumns(
             self._ranks[sliced], counts, self._counts[sliced], self._dim_start[sliced],
-            self._dims), partial=self._partial)
+            self._dims), partial=self._partial, overlaps=not self._overlaps_later)
         if isinstance(checked, BoxFailure):
             self._fail(InvalidError, checked.message, checked.requirement,
                        int(sliced[checked.tensor]))

@@ -15,7 +15,14 @@ from abc import ABC, abstractmethod
 
 from ocf.format.checksum import crc32c
 from ocf.format.commit import leftover_names, shard_file_name, temp_names_of
-from ocf.format.container import FOOTER_SIZE, INDEX_FILE_NAME, PREAMBLE_SIZE, Footer, padding
+from ocf.format.container import (
+    FOOTER_SIZE,
+    INDEX_FILE_NAME,
+    PREAMBLE,
+    PREAMBLE_SIZE,
+    Footer,
+    padding,
+)
 from ocf.format.errors import InvalidError, LimitExceededError
 from ocf.format.index import canonical
 from ocf.format.limits import MAX_INDEX_BYTES
@@ -53,6 +60,13 @@ class Committer(ABC):
     def commit(self, index: index_pb2.Index, name: str) -> None:
         """Write ``index`` and publish the checkpoint (its index under ``name``, in the
         directory layout)."""
+
+    def seal(self, index: index_pb2.Index) -> bytes:
+        """Make the shards durable and return the index file's bytes (preamble, index,
+        footer) unpublished, for a merger that receives them in-band (spec/parts.md,
+        [R-PART-009]); only the directory layout has shards apart from its index."""
+        raise InvalidError("only the directory layout writes an index apart from its data",
+                           path=self.target)
 
     def abort(self) -> None:
         """Drop everything written so far; the target is left as it was."""
@@ -159,6 +173,22 @@ class DirectoryCommitter(Committer):
         if name == INDEX_FILE_NAME:
             self._remove_leftovers(index)
 
+    def seal(self, index: index_pb2.Index) -> bytes:
+        """Step 4 of [R-COMMIT-002] and the index bytes of steps 5 and 6, published by
+        nobody here: the merger that receives them publishes the merged index. The
+        directory is fsynced too, as a part writer does before it publishes its part
+        [R-PART-002]: every writer makes its own shards' names durable, at the same
+        time, which leaves the merger's fsync of the directory little to do."""
+        self.close_shards()
+        self.storage.sync_directory(self.target)
+        for output in self._outputs:
+            index.shards.add(path=output.path.name, length=output.position)
+        index_bytes = self._index_bytes(index)
+        # The shards are durable and are the checkpoint's once a merged index names
+        # them: an abort from here on must not delete them.
+        self._outputs.clear()
+        return index_file_bytes(index_bytes)
+
     def close_shards(self) -> None:
         for output in self._outputs[self._closed:]:
             output.close_durably()
@@ -169,6 +199,12 @@ class DirectoryCommitter(Committer):
         referenced = {s.path for s in index.shards}
         self.storage.remove_names(self.target, leftover_names(
             self.storage.list_names(self.target), referenced))
+
+
+def index_file_bytes(index_bytes: bytes) -> bytes:
+    """An index file holding only ``index_bytes``: preamble, index, footer."""
+    footer = Footer(PREAMBLE_SIZE, len(index_bytes), crc32c(index_bytes)).pack()
+    return PREAMBLE + index_bytes + footer
 
 
 def committer_for(layout: Layout, storage: Backend, target: Location, write_id: str,
