@@ -103,3 +103,18 @@ def test_a_target_that_is_not_a_folder_is_refused_and_kept(tmp_path: Path, kind:
     assert target.is_symlink() if kind == "symlink" else target.read_text() == "keep me"
     assert sorted(os.listdir(tmp_path)) == sorted(["latest"] + (["elsewhere"] if
                                                                   kind == "symlink" else []))
+
+
+def test_a_commit_that_must_not_replace_keeps_a_folder_that_appeared_meanwhile(
+        tmp_path: Path) -> None:
+    target = tmp_path / "out"
+    staged = StagedFolder(target)
+    staged.create()
+    _write(staged.folder, {"a": "new"})
+    target.mkdir()  # another program made it after the caller checked
+    _write(target, {"a": "theirs"})
+    with pytest.raises(OSError, match="not empty"):  # ENOTEMPTY
+        staged.commit(replace=False)
+    staged.discard()
+    assert os.listdir(tmp_path) == ["out"]
+    assert _contents(target) == {"a": "theirs"}

@@ -122,3 +122,38 @@ def test_an_ocf_trainer_killed_at_random_moments_resumes_from_a_whole_checkpoint
     assert (started, saved) == (latest, [latest + 1, latest + 2])
     assert sorted(p.name for p in run_dir.iterdir()) == [
         f"checkpoint-{latest + 1}", f"checkpoint-{latest + 2}"]
+
+
+def test_the_best_checkpoint_is_named_by_its_final_place_and_kept_by_rotation(
+        tmp_path: Path) -> None:
+    """Transformers records the best checkpoint while it writes into the staging
+    directory; the trainer state (in memory and in every saved trainer_state.json)
+    names the folder's final place, and rotation keeps it."""
+    from transformers import GPT2Config, GPT2LMHeadModel, TrainingArguments
+
+    from ocf.huggingface import OCFTrainer
+
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=64, n_positions=16, n_embd=16, n_layer=1, n_head=2,
+                        bos_token_id=0, eos_token_id=0)
+    tokens = torch.randint(0, 64, (16, 12), generator=torch.Generator().manual_seed(1))
+    rows = [{"input_ids": row, "labels": row} for row in tokens]
+    args = TrainingArguments(output_dir=str(tmp_path), max_steps=8, save_steps=2,
+                             eval_strategy="steps", eval_steps=2, save_total_limit=1,
+                             load_best_model_at_end=True, metric_for_best_model="loss",
+                             greater_is_better=False, per_device_train_batch_size=4,
+                             learning_rate=5e-3, report_to="none", use_cpu=True,
+                             disable_tqdm=True, logging_steps=1000)
+    trainer = OCFTrainer(model=GPT2LMHeadModel(config), args=args, train_dataset=rows,
+                         eval_dataset=rows[:4])
+    trainer.train()
+    best = trainer.state.best_model_checkpoint
+    assert best is not None
+    assert Path(best).parent == tmp_path, best
+    assert Path(best).is_dir()
+    assert TEMP_MARKER not in best
+    for saved in tmp_path.glob("checkpoint-*/trainer_state.json"):
+        recorded = json.loads(saved.read_text())["best_model_checkpoint"]
+        assert recorded is not None, saved
+        assert TEMP_MARKER not in recorded, (saved, recorded)
+    assert all(TEMP_MARKER not in p.name for p in tmp_path.iterdir())

@@ -222,11 +222,15 @@ def test_a_lightning_plugin_writes_only_changes_and_collects_what_it_removes(
     loaded = OCFCheckpointIO().load_checkpoint(tmp_path / "epoch=2.ckpt")
     assert torch.equal(loaded["state_dict"]["frozen"], frozen)
     assert torch.equal(loaded["state_dict"]["head"], torch.full((256,), 2.0))
+    # Saving over a file (Lightning's last.ckpt) leaves nothing only the old one listed.
+    for epoch in (3, 4):
+        plugin.save_checkpoint(checkpoint(epoch), tmp_path / "last.ckpt")
+        assert set(os.listdir(tmp_path / POOL_DIRECTORY)) == referenced_objects(tmp_path)
     # A resumed run's plugin builds on the checkpoint it loaded.
     resumed = OCFCheckpointIO(incremental=True)
     resumed.load_checkpoint(tmp_path / "epoch=2.ckpt")
     before = pool_bytes(tmp_path)
-    resumed.save_checkpoint(checkpoint(3), tmp_path / "epoch=3.ckpt")
+    resumed.save_checkpoint(checkpoint(5), tmp_path / "epoch=5.ckpt")
     assert pool_bytes(tmp_path) - before < 64 * 1024
 
 

@@ -71,11 +71,15 @@ class StagedFolder:
         self.staging.mkdir()
         self.folder.mkdir()
 
-    def commit(self) -> None:
-        """Make every file durable, then give the folder its name and delete the old one."""
+    def commit(self, *, replace: bool = True) -> None:
+        """Make every file durable, then give the folder its name and delete the old one.
+
+        With ``replace=False`` a folder that appeared at the target meanwhile is
+        kept: the rename fails (OSError) unless it is empty.
+        """
         _sync_tree(self.folder)
         fsync_dir(self.staging)
-        if not self.target.exists():
+        if not replace or not self.target.exists():
             os.rename(self.folder, self.target)
         elif not _exchange(self.folder, self.target):
             os.rename(self.target, self.staging / (self.target.name + _PREVIOUS_SUFFIX))

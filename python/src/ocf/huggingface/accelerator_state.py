@@ -7,11 +7,11 @@ scaler's, stateful dataloaders', the objects registered with
 ``register_for_checkpointing`` and the accelerator's step) and
 ``random_states_{rank}.ocf`` (every process: its Python, NumPy, torch and
 CUDA generators). The folder is written whole or not at all: under a hidden
-temporary sibling, renamed to ``output_dir`` once every file in it is on disk,
-replacing a previous folder there in one exchange of names
+temporary sibling, renamed to ``output_dir`` once every file in it is on
+disk, replacing a previous folder there in one exchange of names
 (:mod:`ocf.format.folder_commit`), so a save killed at any moment leaves the
-previous state or the new one, never a mix. :func:`load_state` puts them back into the objects the
-accelerator prepared, in the same order; a different number of models,
+previous state or the new one, never a mix. :func:`load_state` puts them
+back into the objects the accelerator prepared, in the same order; a different number of models,
 optimizers, schedulers or registered objects is INVALID, naming both counts,
 before anything changes.
 
@@ -49,7 +49,7 @@ def save_state(accelerator: accelerate.Accelerator, output_dir: str | os.PathLik
     folder = Path(output_dir)
     staged = StagedFolder(folder, shared_write_id(accelerator))
     if accelerator.is_main_process:
-        remove_leftovers(folder.parent, re.escape(folder.name))
+        remove_leftovers(staged.target.parent, re.escape(staged.target.name))
         staged.create()
     accelerator.wait_for_everyone()
     try:

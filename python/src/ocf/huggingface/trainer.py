@@ -23,7 +23,8 @@ save, the hidden ``.checkpoint-N.ocf-tmp-<writeid>``), and it is renamed to
 (:mod:`ocf.format.folder_commit`). A run killed in the middle of a save
 leaves its previous checkpoints as they were and no ``checkpoint-N`` that
 ``resume_from_checkpoint=True`` would pick up half written; the next save
-deletes the leftover. Old checkpoints are rotated after the rename.
+deletes the leftover. Old checkpoints are rotated, and a checkpoint pushed to
+the Hub, after the rename.
 
 Resuming reads these files when they are there and falls back to
 Transformers' own otherwise, so a run started without OCF resumes with it.
@@ -76,29 +77,28 @@ class OCFCheckpointing:
     # -- the folder, whole or not at all -------------------------------------------
 
     _ocf_staging_run: str | None = None  # the run directory Transformers writes into
+    _ocf_push_deferred = False
 
     def _get_output_dir(self, trial: Any) -> str:
         if self._ocf_staging_run is not None:
             return self._ocf_staging_run
         return super()._get_output_dir(trial)  # type: ignore[misc,no-any-return]
 
+    def _push_from_checkpoint(self, checkpoint_folder: str) -> None:
+        if self._ocf_staging_run is not None:
+            # The hub upload reads the folder in the background, after the staging name
+            # is gone: it is pushed from its own name once it has it.
+            self._ocf_push_deferred = True
+            return
+        super()._push_from_checkpoint(checkpoint_folder)  # type: ignore[misc]
+
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
         run_dir = self._get_output_dir(trial)
-        prefix = transformers.trainer_utils.PREFIX_CHECKPOINT_DIR
-        final = os.path.join(run_dir, f"{prefix}-{self.state.global_step}")
-        staged = StagedFolder(final, shared_write_id(self.accelerator))
-        if self.args.should_save:
-            remove_leftovers(run_dir, folder_names(prefix))
-            staged.create()
-        self.accelerator.wait_for_everyone()
-        self._ocf_staging_run = str(staged.staging)
+        staged = self._staged_checkpoint(run_dir)
+        self._ocf_staging_run, self._ocf_push_deferred = str(staged.staging), False
         try:
             super()._save_checkpoint(model, trial)  # type: ignore[misc]
-            if self.state.best_model_checkpoint == str(staged.folder):
-                # Transformers found the best checkpoint in the run directory it was given.
-                self.state.best_model_checkpoint = final
-                if self.args.should_save:
-                    self.state.save_to_json(str(staged.folder / TRAINER_STATE_FILE))
+            self._point_best_at(staged, run_dir)
             self.accelerator.wait_for_everyone()
         except BaseException:
             if self.args.should_save:
@@ -106,8 +106,35 @@ class OCFCheckpointing:
             raise
         finally:
             self._ocf_staging_run = None
+        self._publish(staged, run_dir)
+
+    def _staged_checkpoint(self, run_dir: str) -> StagedFolder:
+        """The staging folder of ``checkpoint-<step>``, made once a killed save's are gone."""
+        prefix = transformers.trainer_utils.PREFIX_CHECKPOINT_DIR
+        staged = StagedFolder(os.path.join(run_dir, f"{prefix}-{self.state.global_step}"),
+                              shared_write_id(self.accelerator))
+        if self.args.should_save:
+            remove_leftovers(run_dir, folder_names(prefix))
+            staged.create()
+        self.accelerator.wait_for_everyone()
+        return staged
+
+    def _point_best_at(self, staged: StagedFolder, run_dir: str) -> None:
+        """Transformers found this checkpoint the best in the run directory it was given,
+        the staging one: the trainer state names its final place instead."""
+        if self.state.best_model_checkpoint == str(staged.folder):
+            self.state.best_model_checkpoint = os.path.join(run_dir, staged.target.name)
+            if self.args.should_save:
+                self.state.save_to_json(str(staged.folder / TRAINER_STATE_FILE))
+
+    def _publish(self, staged: StagedFolder, run_dir: str) -> None:
+        """Give the folder its name, then push and rotate as Transformers would have."""
         if self.args.should_save:
             staged.commit()
+        if self._ocf_push_deferred:
+            super()._push_from_checkpoint(  # type: ignore[misc]
+                os.path.join(run_dir, staged.target.name))
+        if self.args.should_save:
             # Transformers rotated inside the staging directory, where nothing was old.
             transformers.trainer_utils.rotate_checkpoints(
                 output_dir=run_dir, save_total_limit=self.args.save_total_limit,

@@ -23,8 +23,9 @@ class OCFCheckpointIO(CheckpointIO):
     chunk on load) are OCF's options; ``storage_options`` of a save go to
     fsspec for a URL path, as in :func:`ocf.save_file`. ``incremental=True``
     (local directories) writes into each directory's pool only the blocks
-    whose bytes changed since the previous checkpoint there, and collects the
-    pool when Lightning removes a checkpoint (:mod:`ocf.lightning.pooled_saves`).
+    whose bytes changed since the previous checkpoint there, and deletes the
+    pool objects no checkpoint there lists any more after each save and each
+    removal (:mod:`ocf.lightning.pooled_saves`).
 
     Examples:
         >>> trainer = Trainer(plugins=[OCFCheckpointIO(compression="zstd")])

@@ -4,10 +4,10 @@ Lightning decides where each checkpoint goes and which to delete; the plugin
 only writes and removes files. Each save in a directory writes only the
 blocks whose bytes differ from the previous checkpoint the plugin wrote or
 loaded in that directory into the directory's pool (spec/pool.md) and
-references the others; each removal deletes the file, then the pool objects
-no checkpoint of the directory lists any more, as
-:class:`ocf.CheckpointManager` does with ``incremental=True``
-(:mod:`ocf.objects.incremental`). A lock makes saves and removals take
+references the others. After each save (Lightning replaces ``last.ckpt`` by
+saving over it) and each removal, the pool objects no checkpoint of the
+directory lists any more are deleted, as :class:`ocf.CheckpointManager` does
+with ``incremental=True`` (:mod:`ocf.objects.incremental`). A lock makes saves and removals take
 turns: Lightning's ``AsyncCheckpointIO`` saves in a thread while the
 training thread removes, and a collection running during a save would take
 the save's new, still unlisted, pool objects for garbage.
@@ -48,6 +48,7 @@ class PooledSaves:
             assert usable is None or isinstance(usable, str)
             yield usable
             self._latest[where.parent] = where
+            saves.collect()  # what the file saved over alone referenced
 
     def loaded(self, path: str | os.PathLike[str]) -> None:
         """A resumed run's first save builds on the checkpoint it resumed from."""

@@ -11,17 +11,17 @@ OCF keys, with the plain values of ``pytorch.values`` beside them (so a DCP
 checkpoint converted to OCF and back holds what it held). Other metadata
 and an object graph have no place in DCP: dropped with a warning. The
 directory is written under a temporary name beside ``dst`` and renamed into
-place when complete; ``dst`` must not exist yet.
+place once every file in it is on disk (:mod:`ocf.format.folder_commit`);
+``dst`` must not exist yet.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from typing import Any
 
 from ocf.format.errors import InvalidError
+from ocf.format.folder_commit import StagedFolder
 from ocf.interop.dcp.reading import quiet_single_process
 from ocf.interop.dcp.source import WHAT, DcpSource
 from ocf.interop.pytorch.convert import torch_state, write_ocf
@@ -47,13 +47,13 @@ def from_ocf(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
         raise InvalidError("a DCP checkpoint is a new directory; this path exists",
                            path=target)
     state = torch_state(torch, src, "DCP")
-    parent = os.path.dirname(os.path.abspath(target))
-    temporary = tempfile.mkdtemp(prefix=".ocf-dcp-", dir=parent)
+    staged = StagedFolder(target)
+    staged.create()
     try:
-        writer = torch.distributed.checkpoint.FileSystemWriter(temporary)
+        writer = torch.distributed.checkpoint.FileSystemWriter(staged.folder)
         with quiet_single_process():
             torch.distributed.checkpoint.save(state, storage_writer=writer, no_dist=True)
-        os.rename(temporary, target)
+        staged.commit(replace=False)  # dst did not exist: nothing of the user's is replaced
     except BaseException:
-        shutil.rmtree(temporary, ignore_errors=True)
+        staged.discard()
         raise
