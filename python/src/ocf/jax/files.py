@@ -60,18 +60,25 @@ def load_file(path: str | os.PathLike[str], keys: Iterable[str] | None = None, *
     arrays = ocf_numpy.load_file(path, keys, dtype=dtype, verify=verify,
                                  storage_options=storage_options)
     for key, value in arrays.items():
-        check_jax_holds(value, key, path)
+        check_jax_holds(value, key, path, requested=dtype is not None)
     return {key: jax.device_put(value, device) for key, value in arrays.items()}
 
 
-def check_jax_holds(array: np.ndarray, key: str, path: str | os.PathLike[str]) -> None:
+def check_jax_holds(array: np.ndarray, key: str, path: str | os.PathLike[str], *,
+                    requested: bool = False) -> None:
     """InvalidError unless JAX holds ``array``'s dtype as it is (JAX without x64
-    turns 64-bit values into 32-bit ones, losing what does not fit)."""
+    turns 64-bit values into 32-bit ones, losing what does not fit); ``requested``
+    when the dtype is the caller's ``dtype=``, not the checkpoint's."""
     if array.dtype == object:
         raise InvalidError("OCF dtype bytes has no JAX counterpart; read it with "
                            "ocf.load_file or ocf.open instead", path=path, key=key)
     held = jax.dtypes.canonicalize_dtype(array.dtype)
     if held != array.dtype:
+        if requested:
+            raise InvalidError(f"dtype={array.dtype} was asked for, which JAX would hold as "
+                               f"{held} (jax_enable_x64 is off): enable it, or ask for "
+                               f"{held}", path=path, key=key)
         raise InvalidError(f"the checkpoint holds {array.dtype}, which JAX would hold as "
                            f"{held} (jax_enable_x64 is off): enable it, or load with "
-                           f"dtype=jnp.{held} to cast", path=path, key=key)
+                           f"dtype=jnp.{held}, a cast that loses what does not fit",
+                           path=path, key=key)

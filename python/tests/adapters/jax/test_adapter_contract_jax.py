@@ -22,7 +22,9 @@ pytest.importorskip("jax")
 import jax
 from adapter_contract import ProjectAdapterTests
 
+import ocf
 import ocf.jax
+import ocf.numpy
 from ocf.format.dtypes import BY_NAME
 from ocf.testing import ALL_DTYPES
 
@@ -46,3 +48,19 @@ class TestJaxAdapter(ProjectAdapterTests):
 
     def restored(self, result: Any, target: Any) -> Any:
         return result
+
+
+def test_a_64_bit_value_is_refused_naming_the_stored_dtype_and_the_lossy_cast(
+        tmp_path: Any) -> None:
+    path = tmp_path / "wide.ocf"
+    ocf.numpy.save_file({"w": np.arange(3, dtype=np.int64)}, path)
+    with pytest.raises(ocf.InvalidError, match=r"the checkpoint holds int64.*loses what"):
+        ocf.jax.load_file(path)
+
+
+def test_a_64_bit_dtype_asked_for_is_refused_naming_the_request_not_the_file(
+        tmp_path: Any) -> None:
+    path = tmp_path / "narrow.ocf"
+    ocf.numpy.save_file({"w": np.arange(3, dtype=np.float32)}, path)
+    with pytest.raises(ocf.InvalidError, match="dtype=float64 was asked for"):
+        ocf.jax.load_file(path, dtype=np.float64)
