@@ -399,13 +399,13 @@ def _check_shard_files(merged: Index, directory: Location) -> None:
 
 
 def _publish(directory: Location, data: bytes) -> None:
-    """Steps 5 to 8 of [R-COMMIT-002]: the shards are durable since their parts were,
-    their names are made durable, then the index file replaces any other atomically.
-    On an object store, one PUT of the index object under its name commits."""
+    """Steps 5, 6 and 8 of [R-COMMIT-002]: the index file replaces any other
+    atomically. The shards and their names are durable since their parts were: every
+    part writer fsynced them, then the directory, before its part was written
+    [R-PART-002] [R-PART-009], so step 7's fsync of the directory is left out
+    [R-PART-006]. On an object store, one PUT of the index object under its name commits."""
     footer = Footer(PREAMBLE_SIZE, len(data), crc32c(data)).pack()
-    storage = backend_of(directory)
-    storage.sync_directory(directory)
-    storage.write_small(directory / INDEX_FILE_NAME, PREAMBLE + data + footer)
+    backend_of(directory).write_small(directory / INDEX_FILE_NAME, PREAMBLE + data + footer)
 
 
 def remove_leftovers(directory: Location, referenced: set[str]) -> None:
