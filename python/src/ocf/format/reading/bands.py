@@ -1,11 +1,12 @@
 """Reading a whole tensor stored as bands of rows (spec/format.md, "Slices").
 
 An incremental save (spec/pool.md) stores a large tensor as bands of whole
-rows, each an uncompressed block of a pool object. Read whole, each band is
-one contiguous range of the new array's bytes: it is read straight there,
-as a tensor stored whole is, in groups of chunks on the reader's worker
-threads, each chunk checked as it arrives [R-CRC-001], with no copy from a
-memory map in between.
+rows, each an uncompressed block (in the checkpoint's file or a pool object).
+Read whole, each band is one contiguous range of the new array's bytes: it
+is read straight there, as a tensor stored whole is, the bands of local
+files taken in turn by the caller and the worker threads of idle cores, each
+chunk checked as it arrives [R-CRC-001], with no copy from a memory map in
+between.
 """
 
 from __future__ import annotations
@@ -33,12 +34,17 @@ def read_row_bands(reader: BlockReader, columns: BlockColumns, block_of: Callabl
     fits = columns.raw_lengths[boxes.blocks].astype(np.int64) == rows * row_bytes
     bands = np.flatnonzero(whole_rows & columns.stores_raw[boxes.blocks] & fits)
     flat = out.reshape(-1).view(np.uint8).data
-    reads: list[GroupRead] = []
+    targets = []
     for i in bands.tolist():
         block = block_of(int(boxes.blocks[i]))
         start = int(boxes.lo[i, 0]) * row_bytes
-        reads += reader.start_raw_read(info, block, flat[start:start + block.raw_length],
-                                       batch=True)
+        targets.append((block, flat[start:start + block.raw_length]))
+    if all(reader.shards[block.shard].mappable for block, _ in targets):
+        reader.read_local_blocks(info, targets)  # the bands in turn, on idle cores too
+        return bands
+    reads: list[GroupRead] = []  # an object's: ranged reads, all at once
+    for block, target in targets:
+        reads += reader.start_raw_read(info, block, target, batch=True)
     reader.finish_reads(reads)
     return bands
 

@@ -309,6 +309,26 @@ class BlockReader:
                           pool.submit(self._read_group, shard, block, out, chunks))
                 for chunks in groups]
 
+    def read_local_blocks(self, info: TensorInfo, blocks: list[tuple[Block, memoryview]]
+                          ) -> None:
+        """Read uncompressed blocks of local files, each into its output, then check
+        their chunks in order. The blocks are taken in turn by this thread and, for
+        idle cores, by worker threads, as the pieces of one large block are
+        (:meth:`_read_local`): many blocks of one chunk (the bands of a tensor) then
+        read as fast as one block of their size."""
+        crcs: list[list[int]] = [[] for _ in blocks]
+
+        def read(at: int) -> None:
+            block, out = blocks[at]
+            crcs[at] = self._read_group(self.shards[block.shard], block, out,
+                                        range(block.chunk_count))
+
+        self.bytes_read += sum(block.raw_length for block, _ in blocks)
+        reader_workers().share(in_turn(len(blocks), read), len(blocks) - 1)
+        if self.verify:
+            for (block, _), block_crcs in zip(blocks, crcs):
+                self._check_crcs(info, block, range(block.chunk_count), block_crcs)
+
     def finish_reads(self, reads: list[GroupRead]) -> None:
         """Wait for group reads and check their checksums, in order."""
         # Every read ends before any error is raised: none outlives the call (the
