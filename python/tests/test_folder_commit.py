@@ -159,16 +159,18 @@ def test_a_folder_named_by_dot_or_dot_dot_is_refused(name: str) -> None:
         StagedFolder(name)
 
 
-@pytest.mark.parametrize("which", ["working", "its parent"])
+@pytest.mark.parametrize("which", ["working", "its parent", "through a linked parent"])
 def test_the_working_directory_and_a_folder_holding_it_are_never_replaced(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, which: str) -> None:
     working = tmp_path / "run"
     working.mkdir()
+    (tmp_path / "link").symlink_to(tmp_path)
     monkeypatch.chdir(working)
-    target = working if which == "working" else tmp_path
+    target = {"working": working, "its parent": tmp_path,
+              "through a linked parent": tmp_path / "link" / "run"}[which]
     with pytest.raises(InvalidError, match=r"is or holds the working directory"):
         StagedFolder(target).create()
-    assert os.listdir(tmp_path) == ["run"]
+    assert sorted(os.listdir(tmp_path)) == ["link", "run"]
     assert os.listdir(working) == []
 
 

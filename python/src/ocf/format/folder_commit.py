@@ -118,8 +118,8 @@ class StagedFolder:
         if os.path.ismount(self.target):
             raise InvalidError("a checkpoint folder is replaced by renaming, and this path is "
                                "a mount point: save into a folder inside it", path=self.target)
-        working = Path(os.path.abspath(os.getcwd()))
-        if working == self.target or self.target in working.parents:
+        working, target = Path(os.path.realpath(os.getcwd())), Path(os.path.realpath(self.target))
+        if working == target or target in working.parents:  # even through a linked parent
             raise InvalidError("a checkpoint folder is replaced whole, and this one is or "
                                "holds the working directory: save into a folder inside it",
                                path=self.target)
