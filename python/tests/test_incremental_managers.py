@@ -246,3 +246,44 @@ def test_a_lightning_plugin_refuses_incremental_saves_to_s3_before_writing(
             {"state_dict": {"w": torch.ones(4)}}, f"{s3_bucket}/run/last.ckpt",
             storage_options=s3_server.storage_options)
     assert s3_server.fs.ls(s3_bucket.removeprefix("s3://")) == []
+
+
+LOCK_HOLDER = """
+import sys, time
+from pathlib import Path
+from ocf.format.storage.local import LOCAL
+lock = LOCAL.lock_writer(Path(sys.argv[1]))
+print("holding", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_lightning_plugin_refuses_a_directory_another_writer_holds(tmp_path: Path) -> None:
+    """The plugin takes the directory's one-writer lock for each save and removal: a
+    collection while another process saves would delete its fresh pool objects."""
+    pytest.importorskip("lightning")
+    import torch
+
+    from ocf.lightning import OCFCheckpointIO
+
+    plugin = OCFCheckpointIO(incremental=True)
+    checkpoint = {"state_dict": {"w": torch.ones(4)}, "epoch": 0}
+    plugin.save_checkpoint(checkpoint, tmp_path / "epoch=0.ckpt")
+    before = sorted(os.listdir(tmp_path)), sorted(os.listdir(tmp_path / POOL_DIRECTORY))
+    with subprocess.Popen([sys.executable, "-c", LOCK_HOLDER, str(tmp_path)],
+                          stdout=subprocess.PIPE, text=True) as holder:
+        try:
+            assert holder.stdout is not None
+            assert holder.stdout.readline() == "holding\n"
+            refusal = rf"{tmp_path}: another .* \(process {holder.pid}\) is saving into"
+            with pytest.raises(ocf.InvalidError, match=refusal):
+                plugin.save_checkpoint(checkpoint, tmp_path / "epoch=1.ckpt")
+            with pytest.raises(ocf.InvalidError, match=refusal):
+                plugin.remove_checkpoint(tmp_path / "epoch=0.ckpt")
+            after = sorted(os.listdir(tmp_path)), sorted(os.listdir(tmp_path / POOL_DIRECTORY))
+            assert after == before  # nothing written, nothing removed or collected
+        finally:
+            holder.kill()
+    plugin.save_checkpoint(checkpoint, tmp_path / "epoch=1.ckpt")  # the holder is gone
+    plugin.remove_checkpoint(tmp_path / "epoch=0.ckpt")
+    assert sorted(os.listdir(tmp_path)) == ["epoch=1.ckpt", POOL_DIRECTORY]

@@ -18,6 +18,11 @@ old folder is first moved into the hidden directory as
 two renames leaves no folder at the name, and :func:`remove_leftovers`, run
 before the next write, moves the old one back. Either way the old folder is
 deleted only after the new one has its name.
+
+Replacing a folder deletes everything in it, so a folder is replaced only if
+it holds nothing but what the writer writes (``own_entries``), and never the
+working directory, a folder holding it, or a mount point; these are INVALID
+before anything is written.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import errno
 import os
 import re
 import shutil
+import stat
 import sys
 from pathlib import Path
 
@@ -37,6 +43,7 @@ _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
 _NO_EXCHANGE = (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP)
 _PREVIOUS_SUFFIX = ".previous"
+_FOREIGN_SHOWN = 10  # entries named in a refusal
 
 
 class StagedFolder:
@@ -44,6 +51,10 @@ class StagedFolder:
 
     ``write_id`` lets several processes write into the same staging folder
     (one of them draws it and shares it); each write has a new one.
+    ``own_entries`` is a regular expression of the names the writer writes in
+    the folder: an existing folder at ``target`` holding any other entry is
+    refused, not replaced. None: the folder is the writer's alone (a
+    ``checkpoint-N`` its program names and rotates).
 
     Examples:
         >>> staged = StagedFolder(Path("out/checkpoint-8"))
@@ -52,21 +63,24 @@ class StagedFolder:
         >>> staged.commit()
     """
 
-    def __init__(self, target: str | os.PathLike[str], write_id: str | None = None) -> None:
-        self.target = Path(os.path.abspath(target))  # a name of its own, even for "." or ".."
+    def __init__(self, target: str | os.PathLike[str], write_id: str | None = None, *,
+                 own_entries: str | None = None) -> None:
+        if os.path.basename(os.path.normpath(os.fspath(target))) in (".", ".."):
+            raise InvalidError("a checkpoint folder is written here and replaced whole; this "
+                               "path names a folder by '.' or '..', not by a name of its own: "
+                               "save into a named folder", path=os.fspath(target))
+        self.target = Path(os.path.abspath(target))
+        self._own_entries = None if own_entries is None else re.compile(own_entries)
         self.staging = temp_path(self.target, write_id or new_write_id())
         self.folder = self.staging / self.target.name  # where the files are written
 
     def create(self) -> None:
         """Make the (empty) staging folder, and the target's parent if it is missing.
 
-        A target that exists and is not a folder (a file, a symbolic link) is
-        INVALID: replacing it would delete what is there, or where it points.
+        A target that could not be replaced without deleting what is not the
+        writer's is INVALID (:meth:`check_replaceable`), before anything is written.
         """
-        if os.path.lexists(self.target) and (self.target.is_symlink()
-                                             or not self.target.is_dir()):
-            raise InvalidError("a checkpoint folder is written here, and this path exists "
-                               "and is not a folder", path=self.target)
+        self.check_replaceable()
         self.target.parent.mkdir(parents=True, exist_ok=True)
         self.staging.mkdir()
         self.folder.mkdir()
@@ -79,14 +93,46 @@ class StagedFolder:
         """
         _sync_tree(self.folder)
         fsync_dir(self.staging)
-        if not replace or not self.target.exists():
-            os.rename(self.folder, self.target)
-        elif not _exchange(self.folder, self.target):
-            os.rename(self.target, self.staging / (self.target.name + _PREVIOUS_SUFFIX))
-            fsync_dir(self.staging)
+        if replace and os.path.lexists(self.target):
+            self.check_replaceable()  # again: the folder may have changed during the write
+            if not _exchange(self.folder, self.target):
+                os.rename(self.target, self.staging / (self.target.name + _PREVIOUS_SUFFIX))
+                fsync_dir(self.staging)
+                os.rename(self.folder, self.target)
+        else:
             os.rename(self.folder, self.target)
         fsync_dir(self.target.parent)
         shutil.rmtree(self.staging)
+
+    def check_replaceable(self) -> None:
+        """INVALID, naming the path, if replacing the target would delete what is not
+        the writer's: a file or symbolic link there, a folder holding entries other than
+        ``own_entries``, the working directory or a folder holding it, a mount point."""
+        try:
+            mode = os.lstat(self.target).st_mode
+        except FileNotFoundError:
+            return
+        if not stat.S_ISDIR(mode):
+            raise InvalidError("a checkpoint folder is written here, and this path exists "
+                               "and is not a folder", path=self.target)
+        if os.path.ismount(self.target):
+            raise InvalidError("a checkpoint folder is replaced by renaming, and this path is "
+                               "a mount point: save into a folder inside it", path=self.target)
+        working, target = Path(os.path.realpath(os.getcwd())), Path(os.path.realpath(self.target))
+        if working == target or target in working.parents:  # even through a linked parent
+            raise InvalidError("a checkpoint folder is replaced whole, and this one is or "
+                               "holds the working directory: save into a folder inside it",
+                               path=self.target)
+        if self._own_entries is not None:
+            foreign = sorted(name for name in os.listdir(self.target)
+                             if not self._own_entries.fullmatch(name))
+            if foreign:
+                shown = ", ".join(foreign[:_FOREIGN_SHOWN]) + (
+                    f" and {len(foreign) - _FOREIGN_SHOWN} more"
+                    if len(foreign) > _FOREIGN_SHOWN else "")
+                raise InvalidError("a checkpoint folder is replaced whole, and this one holds "
+                                   f"entries the save does not write ({shown}): save into a new "
+                                   "or empty folder, or move them away", path=self.target)
 
     def discard(self) -> None:
         """Delete the staging folder of a write that failed; the target is untouched."""
@@ -108,7 +154,7 @@ def remove_leftovers(parent: str | os.PathLike[str], final_names: str) -> None:
     for entry in sorted(directory.iterdir()):
         if not (pattern.fullmatch(entry.name) and entry.is_dir() and not entry.is_symlink()):
             continue
-        name = entry.name[1:entry.name.index(TEMP_MARKER)]
+        name = entry.name[1:entry.name.rindex(TEMP_MARKER)]  # the name may hold the marker
         previous = entry / (name + _PREVIOUS_SUFFIX)
         if previous.is_dir() and not os.path.lexists(directory / name):
             os.rename(previous, directory / name)
@@ -122,15 +168,20 @@ def folder_names(prefix: str) -> str:
 
 
 def _sync_tree(folder: Path) -> None:
-    """fsync every regular file and directory under ``folder`` (symlinks are not followed)."""
+    """fsync every regular file and directory under ``folder``. Nothing else is opened:
+    a symbolic link is not followed, and a FIFO or device would block or act on open."""
     for root, _, files in os.walk(folder):
         for name in files:
-            path = os.path.join(root, name)
-            if os.path.islink(path):
-                continue
-            fd = os.open(path, os.O_RDONLY)
             try:
-                os.fsync(fd)
+                fd = os.open(os.path.join(root, name),
+                             os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:  # a symbolic link
+                    continue
+                raise
+            try:
+                if stat.S_ISREG(os.fstat(fd).st_mode):
+                    os.fsync(fd)
             finally:
                 os.close(fd)
         fsync_dir(Path(root))

@@ -10,10 +10,13 @@ CUDA generators). The folder is written whole or not at all: under a hidden
 temporary sibling, renamed to ``output_dir`` once every file in it is on
 disk, replacing a previous folder there in one exchange of names
 (:mod:`ocf.format.folder_commit`), so a save killed at any moment leaves the
-previous state or the new one, never a mix. :func:`load_state` puts them
-back into the objects the accelerator prepared, in the same order; a different number of models,
-optimizers, schedulers or registered objects is INVALID, naming both counts,
-before anything changes.
+previous state or the new one, never a mix. A folder holding anything but
+these files is not replaced: INVALID, naming what else it holds, before
+anything is written. A step that fails on one process raises on all of
+them. :func:`load_state` puts them back into the objects the accelerator
+prepared, in the same order; a different number of models, optimizers,
+schedulers or registered objects is INVALID, naming both counts, before
+anything changes.
 
 Accelerate keeps the objects ``prepare`` returned in its lists ``_models``,
 ``_optimizers``, ``_schedulers``, ``_dataloaders`` and ``_custom_objects``
@@ -27,16 +30,21 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ocf.format.commit import temp_names_of
 from ocf.format.errors import InvalidError
 from ocf.format.folder_commit import StagedFolder, remove_leftovers
 from ocf.huggingface._framework import accelerate
-from ocf.huggingface.shared_write import shared_write_id
+from ocf.huggingface.shared_write import on_every_process, shared_write_id
 from ocf.torch.random_states import global_random_states, set_global_random_states
 from ocf.torch.state_trees import load_tree, save_tree
 
 STATE_FILE = "state.ocf"
 _SHARDED = ("FSDP", "DEEPSPEED", "MEGATRON_LM")
 _PARTS = ("models", "optimizers", "schedulers", "dataloaders", "custom_objects")
+_SAVED_FILES = rf"{re.escape(STATE_FILE)}|random_states_[0-9]+\.ocf"
+# What save_state writes, and what a killed write of them left before the folder was
+# written whole: a folder holding anything else is not replaced.
+_OWN_ENTRIES = rf"{_SAVED_FILES}|{temp_names_of(_SAVED_FILES).pattern}"
 
 
 def save_state(accelerator: accelerate.Accelerator, output_dir: str | os.PathLike[str]) -> Path:
@@ -47,25 +55,29 @@ def save_state(accelerator: accelerate.Accelerator, output_dir: str | os.PathLik
     """
     _refuse_sharded(accelerator)
     folder = Path(output_dir)
-    staged = StagedFolder(folder, shared_write_id(accelerator))
-    if accelerator.is_main_process:
-        remove_leftovers(staged.target.parent, re.escape(staged.target.name))
-        staged.create()
-    accelerator.wait_for_everyone()
-    try:
-        if accelerator.is_main_process:
+    staged = StagedFolder(folder, shared_write_id(accelerator), own_entries=_OWN_ENTRIES)
+    main = accelerator.is_main_process
+
+    def prepare() -> None:
+        if main:
+            remove_leftovers(staged.target.parent, re.escape(staged.target.name))
+            staged.create()  # refuses a folder holding what the save does not write
+
+    def write() -> None:
+        if main:
             save_tree(_main_state(accelerator), staged.folder / STATE_FILE,
                       {"accelerate_version": accelerate.__version__})
         save_tree(global_random_states(),
                   _random_states_file(staged.folder, accelerator.process_index))
-        accelerator.wait_for_everyone()
+
+    try:
+        on_every_process(accelerator, prepare)
+        on_every_process(accelerator, write)
+        on_every_process(accelerator, staged.commit if main else lambda: None)
     except BaseException:
-        if accelerator.is_main_process:
+        if main:
             staged.discard()
         raise
-    if accelerator.is_main_process:
-        staged.commit()
-    accelerator.wait_for_everyone()
     return folder
 
 

@@ -38,7 +38,7 @@ from typing import Any
 from ocf import torch as ocf_torch
 from ocf.format.folder_commit import StagedFolder, folder_names, remove_leftovers
 from ocf.huggingface._framework import transformers
-from ocf.huggingface.shared_write import shared_write_id
+from ocf.huggingface.shared_write import on_every_process, shared_write_id
 from ocf.torch.random_states import global_random_states, set_global_random_states
 from ocf.torch.state_trees import load_tree, save_tree
 
@@ -96,10 +96,16 @@ class OCFCheckpointing:
         run_dir = self._get_output_dir(trial)
         staged = self._staged_checkpoint(run_dir)
         self._ocf_staging_run, self._ocf_push_deferred = str(staged.staging), False
-        try:
-            super()._save_checkpoint(model, trial)  # type: ignore[misc]
+        save = super()._save_checkpoint  # type: ignore[misc]
+
+        def write() -> None:
+            save(model, trial)
             self._point_best_at(staged, run_dir)
-            self.accelerator.wait_for_everyone()
+
+        try:
+            on_every_process(self.accelerator, write)
+            on_every_process(self.accelerator,
+                             staged.commit if self.args.should_save else lambda: None)
         except BaseException:
             if self.args.should_save:
                 staged.discard()
@@ -113,10 +119,18 @@ class OCFCheckpointing:
         prefix = transformers.trainer_utils.PREFIX_CHECKPOINT_DIR
         staged = StagedFolder(os.path.join(run_dir, f"{prefix}-{self.state.global_step}"),
                               shared_write_id(self.accelerator))
-        if self.args.should_save:
-            remove_leftovers(run_dir, folder_names(prefix))
-            staged.create()
-        self.accelerator.wait_for_everyone()
+
+        def prepare() -> None:
+            if self.args.should_save:
+                remove_leftovers(run_dir, folder_names(prefix))
+                staged.create()
+
+        try:
+            on_every_process(self.accelerator, prepare)
+        except BaseException:
+            if self.args.should_save:
+                staged.discard()
+            raise
         return staged
 
     def _point_best_at(self, staged: StagedFolder, run_dir: str) -> None:
@@ -128,9 +142,7 @@ class OCFCheckpointing:
                 self.state.save_to_json(str(staged.folder / TRAINER_STATE_FILE))
 
     def _publish(self, staged: StagedFolder, run_dir: str) -> None:
-        """Give the folder its name, then push and rotate as Transformers would have."""
-        if self.args.should_save:
-            staged.commit()
+        """Push and rotate, with the folder under its name, as Transformers would have."""
         if self._ocf_push_deferred:
             super()._push_from_checkpoint(  # type: ignore[misc]
                 os.path.join(run_dir, staged.target.name))

@@ -110,8 +110,9 @@ class LocalFormat(Format):
 
     #: What a checkpoint of the format opens as.
     source: OpensLocally
-    #: The module converting it to OCF and back.
-    converter: Converter
+    #: The module converting it to OCF and back; None in a format that overrides
+    #: :meth:`to_ocf` and :meth:`from_ocf` itself.
+    converter: Converter | None = None
 
     def open(self, path: str | os.PathLike[str], *, verify: bool = True,
              storage_options: StorageOptions | None = None) -> AnySource:
@@ -119,7 +120,13 @@ class LocalFormat(Format):
         return self.source(path, verify=verify)
 
     def to_ocf(self, src: str, dst: str, **options: Any) -> None:
-        self.converter.to_ocf(src, dst, **options)
+        self._converter().to_ocf(src, dst, **options)
 
     def from_ocf(self, src: str, dst: str) -> None:
-        self.converter.from_ocf(src, dst)
+        self._converter().from_ocf(src, dst)
+
+    def _converter(self) -> Converter:
+        if self.converter is None:  # a mistake in the format's class, not in the input
+            raise TypeError(f"{type(self).__name__} sets no converter and does not "
+                            "override to_ocf/from_ocf")
+        return self.converter

@@ -10,7 +10,11 @@ directory lists any more are deleted, as :class:`ocf.CheckpointManager` does
 with ``incremental=True`` (:mod:`ocf.objects.incremental`). A lock makes saves and removals take
 turns: Lightning's ``AsyncCheckpointIO`` saves in a thread while the
 training thread removes, and a collection running during a save would take
-the save's new, still unlisted, pool objects for garbage.
+the save's new, still unlisted, pool objects for garbage. Each save and
+removal also holds the directory's writer lock, as a CheckpointManager does
+(one writer per directory, spec/commit.md): another process saving into it
+could otherwise have its fresh pool objects collected. Another holder is
+INVALID, named, before anything is written or deleted.
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import cast
 
+from ocf.format.storage.local import LOCAL
 from ocf.format.storage.location import StorageOptions, locate
 from ocf.objects.incremental import IncrementalSaves
 from ocf.objects.pool_root import local_pool_root
@@ -41,12 +47,12 @@ class PooledSaves:
         is INVALID, named: it has no pool."""
         where = local_pool_root(locate(path, storage_options))
         saves = IncrementalSaves(where.parent)
-        with self._lock:
+        where.parent.mkdir(parents=True, exist_ok=True)
+        with self._lock, _writer_lock(where.parent):
             base = self._latest.get(where.parent)
-            usable = saves.writer_options(None if base is None or not base.is_file() else
-                                          os.fspath(base))["base"]  # None if it does not open
-            assert usable is None or isinstance(usable, str)
-            yield usable
+            options = saves.writer_options(None if base is None or not base.is_file() else
+                                           os.fspath(base))
+            yield cast("str | None", options["base"])  # None if it does not open
             self._latest[where.parent] = where
             saves.collect()  # what the file saved over alone referenced
 
@@ -59,8 +65,21 @@ class PooledSaves:
 
     def removing(self, path: str | os.PathLike[str], remove: Callable[[], object]) -> None:
         """Call ``remove`` (deleting ``path``), then collect its directory's pool."""
-        with self._lock:
+        where = locate(path)
+        if not (isinstance(where, Path) and where.parent.is_dir()):
+            with self._lock:
+                remove()
+            return
+        with self._lock, _writer_lock(where.parent):
             remove()
-            where = locate(path)
-            if isinstance(where, Path) and where.parent.is_dir():
-                IncrementalSaves(where.parent).collect()
+            IncrementalSaves(where.parent).collect()
+
+
+@contextmanager
+def _writer_lock(directory: Path) -> Iterator[None]:
+    """Hold the directory's one-writer lock within the block; INVALID naming the holder."""
+    lock = LOCAL.lock_writer(directory)
+    try:
+        yield
+    finally:
+        lock.release()

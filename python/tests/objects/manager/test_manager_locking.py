@@ -51,7 +51,8 @@ def _refused_until_killed(holder: subprocess.Popen[str], tmp_path: Path) -> None
         second = ocf.CheckpointManager(ArrayCheckpoint(values_for(2)), tmp_path)
         assert second.latest_checkpoint == str(tmp_path / "ckpt-1")  # reading is allowed
         with pytest.raises(ocf.InvalidError, match=rf"{tmp_path}: another CheckpointManager "
-                           rf"\(process {holder.pid}\) is saving into this directory"):
+                           rf"or incremental writer \(process {holder.pid}\) is saving "
+                           r"into this directory"):
             second.save()
         assert sorted(os.listdir(tmp_path)) == ["checkpoint.json", "ckpt-1"]  # untouched
         holder.send_signal(signal.SIGKILL)

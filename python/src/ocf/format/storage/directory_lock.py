@@ -55,9 +55,9 @@ def lock_directory(directory: Path) -> DirectoryLock:
     except BlockingIOError:
         holder = _holder(fd)
         os.close(fd)
-        raise InvalidError(f"another CheckpointManager ({holder}) is saving into this "
-                           "directory; one writer at a time (close() the other manager, or "
-                           "save elsewhere)", path=directory) from None
+        raise InvalidError(f"another CheckpointManager or incremental writer ({holder}) is "
+                           "saving into this directory; one writer at a time (close() the "
+                           "other manager, or save elsewhere)", path=directory) from None
     except BaseException:
         os.close(fd)
         raise
