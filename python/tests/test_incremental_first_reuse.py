@@ -6,6 +6,7 @@ retained checkpoint whole and a leftover the next collection deletes."""
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -18,6 +19,7 @@ import pytest
 from incremental_support import stored_in_own_file, verify_fully
 
 import ocf
+from ocf.format import commit
 from ocf.format.pool import POOL_DIRECTORY
 from ocf.format.pool_gc import collect_pool, referenced_objects
 
@@ -124,3 +126,29 @@ def test_sigkill_right_after_the_first_reuse_links_a_file_leaves_every_checkpoin
     second = _save(tmp_path, 2, _state(2))  # the save, done again, completes
     _assert_holds(second, _state(2))
     assert len(_pool(tmp_path)) == 1
+
+
+@pytest.mark.parametrize("same_name", [False, True], ids=["new-name", "base-resaved"])
+def test_a_failure_after_the_rename_keeps_the_links_the_published_index_lists(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, same_name: bool) -> None:
+    """The root's fsync fails (EIO) once the new file has its name: the save raises,
+    but the links it made belong to the published index and stay. Saving under the
+    base's own name, the link is the last name of the base's file."""
+    first = _save(tmp_path, 1, _state(1))
+    real_fsync_dir = commit.fsync_dir
+
+    def fsync_dir_failing_in_root(directory: Path) -> None:
+        real_fsync_dir(directory)
+        if Path(directory) == tmp_path:  # the rename is done: the failure comes after it
+            raise OSError(errno.EIO, "injected: fsync of the root failed")
+
+    target = first if same_name else tmp_path / "ckpt-2"
+    monkeypatch.setattr(commit, "fsync_dir", fsync_dir_failing_in_root)
+    with pytest.raises(OSError, match="injected"), \
+            ocf.Writer(target, incremental=True, base=first) as writer:
+        writer.write_many(_state(2))
+    monkeypatch.undo()
+    assert len(_pool(tmp_path)) == 1
+    _assert_holds(target, _state(2))
+    if not same_name:
+        _assert_holds(first, _state(1))

@@ -223,9 +223,12 @@ class PoolCommitter(Committer):
         index_bytes = self._index_bytes(index)
         output = self._outputs[0]
         self._write_index(output, index_bytes)
+        # From the rename on, the links belong to the index that lists them: a failure
+        # after it (the root's fsync, an interrupt) must not let abort() unlink them.
+        # Should the rename itself fail, they are leftovers the next collection deletes.
+        self._links.clear()
         output.publish()
         self._outputs.clear()
-        self._links.clear()
         remove_temporaries_of(self.storage, self.target)
         self._hasher.shutdown()
 
