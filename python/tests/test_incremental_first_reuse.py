@@ -152,3 +152,39 @@ def test_a_failure_after_the_rename_keeps_the_links_the_published_index_lists(
     _assert_holds(target, _state(2))
     if not same_name:
         _assert_holds(first, _state(1))
+
+
+def test_a_small_unchanged_tensor_beside_a_changing_one_links_nothing(tmp_path: Path) -> None:
+    """A constant buffer (rotary frequencies, a mask) beside a tensor that changes at
+    every save is rewritten, not reused: reusing it would link, hash and keep each
+    save's whole file for as long as the constant lives. Nothing is pooled, and the
+    root holds the retained checkpoints only."""
+    constant = np.arange(64, dtype=np.float32)
+    rng = np.random.default_rng(3)
+    for number in range(1, 6):
+        state = {"weights": rng.random((1024, 1024), dtype=np.float32), "inv_freq": constant}
+        path = _save(tmp_path, number, state)
+        assert stored_in_own_file(path) == 1024 * 1024 * 4 + 64 * 4  # both written
+        _assert_holds(path, state)
+        if number >= 3:  # max_to_keep=2
+            (tmp_path / f"ckpt-{number - 2}").unlink()
+            collect_pool(tmp_path)
+        assert _pool(tmp_path) == []
+        files = [p for p in tmp_path.rglob("*") if p.is_file()]
+        assert len(files) == min(number, 2)
+        assert sum(p.stat().st_size for p in files) <= 2 * path.stat().st_size + 4096
+
+
+def test_unchanged_bytes_enough_to_link_a_file_let_its_small_blocks_be_reused_too(
+        tmp_path: Path) -> None:
+    """Once a large unchanged block has linked the base's file, the small unchanged
+    blocks of that file compared after it are reused through the same link."""
+    frozen = np.random.default_rng(5).random((2048, 1024), dtype=np.float32)  # 8 MiB
+    constant = np.arange(64, dtype=np.float32)
+    _save(tmp_path, 1, {"a_frozen": frozen, "z_const": constant, "head": np.zeros(10)})
+    second = tmp_path / "ckpt-2"
+    with ocf.Writer(second, incremental=True, base=tmp_path / "ckpt-1") as writer:
+        writer.write_many({"a_frozen": frozen})  # its lookups end before the next call's
+        writer.write_many({"z_const": constant, "head": np.ones(10)})
+    assert len(_pool(tmp_path)) == 1
+    assert stored_in_own_file(second) == 10 * 8  # only the head was written

@@ -73,6 +73,13 @@ _MAX_BANDS = 4096
 _COMPARE_PIECE = 1 << 20
 # The first piece compared: a changed block most often differs in it.
 _FIRST_PIECE = 4096
+# The unchanged bytes found in a base's own file that make this save link it into the
+# pool (which hashes the whole file, and keeps all of it while a block of it is
+# referenced): at least this many, and at least a _LINK_SHARE_DIVISOR-th of the file.
+# Below that its unchanged blocks are rewritten: a constant beside tensors that
+# change at every save must not keep every save's whole file alive.
+MIN_LINKED_REUSE = 1 << 20
+_LINK_SHARE_DIVISOR = 16
 # What link() reports on a file system that makes no hard link there: the block is
 # then written again instead of reused.
 _NO_HARD_LINKS = {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP,
@@ -266,6 +273,8 @@ class Reuse:
         # The base's own file, once linked into the pool (None: it cannot be).
         self._adopted: dict[int, Adopted | None] = {}
         self._adopting = threading.Lock()
+        # The bytes of the blocks found unchanged so far in each base file of its own.
+        self._unchanged: dict[int, int] = {}
         if base is None:
             return
         for key, info in base.index.tensors.items():
@@ -289,11 +298,12 @@ class Reuse:
         return bool(shard.pool_sha256) or (
             shard.path == "" and isinstance(self._base.shard_input(number), LocalInput))
 
-    def block_for(self, item: Item) -> Callable[[], Block] | None:
+    def block_for(self, item: Item) -> Callable[[], Block | None] | None:
         """None unless the base stores exactly ``item``'s bytes; else a function giving
-        the block of the new index that references them. Safe on any thread (it
-        compares bytes, and links the base's file into the pool once); the function
-        is called on the writing thread, in order."""
+        the block of the new index that references them, or None when they are in a
+        file of the base not worth linking into the pool (the item is then written).
+        Safe on any thread (it compares bytes); the function is called on the writing
+        thread, in order, after the lookups of the items that follow in a few MiB."""
         key = self._tensors.table.keys[item.row]
         box = None if item.box is None else (tuple(item.box[0]), tuple(item.box[1]))
         stored = self._stored.get((key, box))
@@ -302,17 +312,31 @@ class Reuse:
             return None
         if not self._same_bytes(stored, item.raw):
             return None
-        pooled = stored.shard if stored.shard.pool_sha256 else self._adopt(stored.shard_number)
-        return None if pooled is None else partial(self._reference, stored, pooled)
+        if stored.shard.pool_sha256:
+            return partial(self._reference, stored, stored.shard)
+        with self._adopting:
+            self._unchanged[stored.shard_number] = \
+                self._unchanged.get(stored.shard_number, 0) + len(item.raw)
+        return partial(self._reference_own, stored)
+
+    def _reference_own(self, stored: _Stored) -> Block | None:
+        """The block of the new index for the bytes of ``stored``, in the base's own
+        file; None (write them) while that file is not worth linking."""
+        pooled = self._adopt(stored.shard_number)
+        return None if pooled is None else self._reference(stored, pooled)
 
     def _adopt(self, number: int) -> Adopted | None:
         """The base's own file (shard ``number``) as a pool object of this write: linked
-        by the first block that reuses it."""
+        once the unchanged bytes found in it are a share worth keeping the whole file
+        for (None before, and when the file system makes no hard link)."""
         with self._adopting:
             if number not in self._adopted:
                 assert self._base is not None
                 source = self._base.shard_input(number)
                 assert isinstance(source, LocalInput)
+                threshold = max(MIN_LINKED_REUSE, source.size // _LINK_SHARE_DIVISOR)
+                if self._unchanged.get(number, 0) < threshold:
+                    return None
                 self._adopted[number] = self._committer.adopt(source)
             return self._adopted[number]
 
