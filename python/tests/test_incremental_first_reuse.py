@@ -188,3 +188,16 @@ def test_unchanged_bytes_enough_to_link_a_file_let_its_small_blocks_be_reused_to
         writer.write_many({"z_const": constant, "head": np.ones(10)})
     assert len(_pool(tmp_path)) == 1
     assert stored_in_own_file(second) == 10 * 8  # only the head was written
+
+
+def test_a_base_deleted_during_the_save_is_reported_by_its_path(tmp_path: Path) -> None:
+    """The base's file, gone when the save links it (another writer retired it): an
+    InvalidError that names it, and nothing is left."""
+    first = _save(tmp_path, 1, _state(1))
+    writer = ocf.Writer(tmp_path / "ckpt-2", incremental=True, base=first)
+    first.unlink()
+    with pytest.raises(ocf.InvalidError, match="deleted") as raised, writer:
+        writer.write_many(_state(2))
+    assert str(first) in str(raised.value)
+    assert not (tmp_path / "ckpt-2").exists()
+    assert _pool(tmp_path) == []

@@ -184,6 +184,9 @@ class PoolCommitter(Committer):
         link = local / pool_object_name(self.write_id, len(self._links))
         try:
             os.link(os.path.realpath(source.path), link, follow_symlinks=False)
+        except FileNotFoundError as exc:
+            raise InvalidError("the base checkpoint's file was deleted during the save "
+                               "(one writer per managed root)", path=source.path) from exc
         except OSError as exc:
             if exc.errno in _NO_HARD_LINKS:
                 return None
