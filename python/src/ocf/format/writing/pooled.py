@@ -6,11 +6,12 @@ does: the blocks whose bytes changed are written to its data region, unhashed,
 and the others are referenced where the base checkpoint (of the same root)
 keeps them. A block the base keeps in the pool is referenced there. A block
 the base keeps in its own file is referenced through a hard link of that file
-into the pool, made by the first save that reuses one of its blocks and hashed
-then (SHA-256, [R-POOL-004]): the file of a committed checkpoint never
-changes, and the link keeps it whole when the base is retired. A save in which
-everything changed so hashes nothing and costs what a full save costs; a save
-in which little changed hashes the previous save's new bytes, once.
+into the pool, made by the first save that reuses enough of its blocks (1 MiB and
+a 16th of the file; smaller unchanged blocks are rewritten, since the link keeps
+the whole file) and hashed then (SHA-256, [R-POOL-004]): the file of a committed
+checkpoint never changes, and the link keeps it whole when the base is retired.
+A save in which everything changed so hashes nothing and costs what a full save
+costs; a save in which little changed hashes the previous save's new bytes, once.
 
 A block is reused only when its bytes equal the stored ones, compared byte
 for byte (a megabyte at a time, through the base's memory map, so that a
@@ -306,7 +307,8 @@ class Reuse:
         the block of the new index that references them, or None when they are in a
         file of the base not worth linking into the pool (the item is then written).
         Safe on any thread (it compares bytes); the function is called on the writing
-        thread, in order, after the lookups of the items that follow in a few MiB."""
+        thread, in order, when the lookups of the next few MiB of items have run or
+        are running (their unchanged bytes then count towards linking the file)."""
         key = self._tensors.table.keys[item.row]
         box = None if item.box is None else (tuple(item.box[0]), tuple(item.box[1]))
         stored = self._stored.get((key, box))
