@@ -18,6 +18,14 @@ ROWS, COLUMNS = 8192, 512  # float32: 16 MiB, sixteen bands of 1 MiB
 CHANGED_ROWS = 50
 
 
+def link_threshold(base_file_size: int) -> int:
+    """The unchanged bytes of a base's own file that a save must find before it links
+    the file into the pool (spec/pool.md, informative): 1 MiB, and a 16th of the file.
+    Until then unchanged blocks are rewritten, so a save writes at most this much more
+    than what changed."""
+    return max(1 << 20, base_file_size // 16)
+
+
 def rows_changed_by(number: int) -> slice:
     """The rows save ``number`` changes: a cluster, somewhere different each time."""
     start = (number * 997) % (ROWS - CHANGED_ROWS)

@@ -6,6 +6,7 @@ retained checkpoint whole and a leftover the next collection deletes."""
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -18,6 +19,7 @@ import pytest
 from incremental_support import stored_in_own_file, verify_fully
 
 import ocf
+from ocf.format import commit
 from ocf.format.pool import POOL_DIRECTORY
 from ocf.format.pool_gc import collect_pool, referenced_objects
 
@@ -124,3 +126,78 @@ def test_sigkill_right_after_the_first_reuse_links_a_file_leaves_every_checkpoin
     second = _save(tmp_path, 2, _state(2))  # the save, done again, completes
     _assert_holds(second, _state(2))
     assert len(_pool(tmp_path)) == 1
+
+
+@pytest.mark.parametrize("same_name", [False, True], ids=["new-name", "base-resaved"])
+def test_a_failure_after_the_rename_keeps_the_links_the_published_index_lists(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, same_name: bool) -> None:
+    """The root's fsync fails (EIO) once the new file has its name: the save raises,
+    but the links it made belong to the published index and stay. Saving under the
+    base's own name, the link is the last name of the base's file."""
+    first = _save(tmp_path, 1, _state(1))
+    real_fsync_dir = commit.fsync_dir
+
+    def fsync_dir_failing_in_root(directory: Path) -> None:
+        real_fsync_dir(directory)
+        if Path(directory) == tmp_path:  # the rename is done: the failure comes after it
+            raise OSError(errno.EIO, "injected: fsync of the root failed")
+
+    target = first if same_name else tmp_path / "ckpt-2"
+    monkeypatch.setattr(commit, "fsync_dir", fsync_dir_failing_in_root)
+    with pytest.raises(OSError, match="injected"), \
+            ocf.Writer(target, incremental=True, base=first) as writer:
+        writer.write_many(_state(2))
+    monkeypatch.undo()
+    assert len(_pool(tmp_path)) == 1
+    _assert_holds(target, _state(2))
+    if not same_name:
+        _assert_holds(first, _state(1))
+
+
+def test_a_small_unchanged_tensor_beside_a_changing_one_links_nothing(tmp_path: Path) -> None:
+    """A constant buffer (rotary frequencies, a mask) beside a tensor that changes at
+    every save is rewritten, not reused: reusing it would link, hash and keep each
+    save's whole file for as long as the constant lives. Nothing is pooled, and the
+    root holds the retained checkpoints only."""
+    constant = np.arange(64, dtype=np.float32)
+    rng = np.random.default_rng(3)
+    for number in range(1, 6):
+        state = {"weights": rng.random((1024, 1024), dtype=np.float32), "inv_freq": constant}
+        path = _save(tmp_path, number, state)
+        assert stored_in_own_file(path) == 1024 * 1024 * 4 + 64 * 4  # both written
+        _assert_holds(path, state)
+        if number >= 3:  # max_to_keep=2
+            (tmp_path / f"ckpt-{number - 2}").unlink()
+            collect_pool(tmp_path)
+        assert _pool(tmp_path) == []
+        files = [p for p in tmp_path.rglob("*") if p.is_file()]
+        assert len(files) == min(number, 2)
+        assert sum(p.stat().st_size for p in files) <= 2 * path.stat().st_size + 4096
+
+
+def test_unchanged_bytes_enough_to_link_a_file_let_its_small_blocks_be_reused_too(
+        tmp_path: Path) -> None:
+    """Once a large unchanged block has linked the base's file, the small unchanged
+    blocks of that file compared after it are reused through the same link."""
+    frozen = np.random.default_rng(5).random((2048, 1024), dtype=np.float32)  # 8 MiB
+    constant = np.arange(64, dtype=np.float32)
+    _save(tmp_path, 1, {"a_frozen": frozen, "z_const": constant, "head": np.zeros(10)})
+    second = tmp_path / "ckpt-2"
+    with ocf.Writer(second, incremental=True, base=tmp_path / "ckpt-1") as writer:
+        writer.write_many({"a_frozen": frozen})  # its lookups end before the next call's
+        writer.write_many({"z_const": constant, "head": np.ones(10)})
+    assert len(_pool(tmp_path)) == 1
+    assert stored_in_own_file(second) == 10 * 8  # only the head was written
+
+
+def test_a_base_deleted_during_the_save_is_reported_by_its_path(tmp_path: Path) -> None:
+    """The base's file, gone when the save links it (another writer retired it): an
+    InvalidError that names it, and nothing is left."""
+    first = _save(tmp_path, 1, _state(1))
+    writer = ocf.Writer(tmp_path / "ckpt-2", incremental=True, base=first)
+    first.unlink()
+    with pytest.raises(ocf.InvalidError, match="deleted") as raised, writer:
+        writer.write_many(_state(2))
+    assert str(first) in str(raised.value)
+    assert not (tmp_path / "ckpt-2").exists()
+    assert _pool(tmp_path) == []

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from incremental_support import (
     assert_root_consistent,
+    link_threshold,
     state_for,
     stored_in_own_file,
     verify_fully,
@@ -93,11 +94,15 @@ def test_a_one_byte_change_anywhere_in_a_large_tensor_is_saved(tmp_path: Path) -
     for number, position in enumerate(positions, start=2):
         flat = tensor.reshape(-1).view(np.uint8)
         flat[position] ^= 0x40
+        base_size = (tmp_path / f"ckpt-{number - 1}").stat().st_size
         path, _ = _save(tmp_path, number, {"w": tensor})
         np.testing.assert_array_equal(verify_fully(path)["w"], tensor,
                                       err_msg=f"byte {position}")
-        # One band rewritten: its 1 MiB, not the 64 MiB tensor.
-        assert stored_in_own_file(path) == BAND_BYTES, f"byte {position}"
+        # The changed band rewritten (1 MiB), and unchanged bands of the base's own file
+        # found before enough of them to link it (at most its link threshold); never
+        # the 16 MiB tensor.
+        assert BAND_BYTES <= stored_in_own_file(path) < BAND_BYTES + link_threshold(base_size), \
+            f"byte {position}"
 
 
 def test_a_change_that_keeps_every_chunk_crc_is_still_saved(tmp_path: Path) -> None:
@@ -110,9 +115,15 @@ def test_a_change_that_keeps_every_chunk_crc_is_still_saved(tmp_path: Path) -> N
     chunk = bytearray(flat[start:start + CHUNK].tobytes())
     _flip_keeping_the_crc(chunk, bit=8 * 1000 + 3, fix_at=4096)
     flat[start:start + CHUNK] = np.frombuffer(chunk, np.uint8)
+    base_size = (tmp_path / "ckpt-1").stat().st_size
     path, _ = _save(tmp_path, 2, {"w": tensor})
     np.testing.assert_array_equal(verify_fully(path)["w"], tensor)
-    assert stored_in_own_file(path) == BAND_BYTES
+    assert BAND_BYTES <= stored_in_own_file(path) < BAND_BYTES + link_threshold(base_size)
+    changed_row = start // (COLUMNS * 4)
+    with ocf.Reader(path) as reader:  # the band of equal CRCs is one of those written
+        (band,) = [s for s in reader.index.tensors["w"].slices
+                   if s.start[0] <= changed_row < s.start[0] + s.extent[0]]
+        assert not reader.index.shards[band.block.shard].pool_sha256
 
 
 def test_unchanged_tensors_are_referenced_not_written(tmp_path: Path) -> None:
@@ -231,14 +242,15 @@ def test_verify_reports_a_pool_object_that_is_not_the_one_referenced(tmp_path: P
     [R-FILE-003]: no chunk CRC sees it, the object's SHA-256 does."""
     root = tmp_path / "run"
     root.mkdir()
-    _save(root, 1, {"w": np.arange(10, dtype=np.float32)})
-    path, new = _save(root, 2, {"w": np.arange(10, dtype=np.float32)})
+    values = np.arange(1 << 18, dtype=np.float32)  # 1 MiB: enough to link save 1's file
+    _save(root, 1, {"w": values})
+    path, new = _save(root, 2, {"w": values})
     (name,) = new
     with open(root / POOL_DIRECTORY / name, "r+b") as file:
         file.seek(20)
         file.write(b"\x01")
     with ocf.Reader(path) as reader:
-        np.testing.assert_array_equal(reader.read_tensor("w"), np.arange(10, dtype=np.float32))
+        np.testing.assert_array_equal(reader.read_tensor("w"), values)
         with pytest.raises(ocf.IntegrityError, match="SHA-256"):
             reader.check_pool_identities()
     result = subprocess.run([sys.executable, "-m", "ocf", "verify", str(path)],

@@ -40,17 +40,22 @@ _ZEROS = memoryview(bytes(ALIGNMENT))
 # items a job: few jobs, and the writes wait for little.
 _LOOKUP_BYTES = 4 << 20
 
+# What a lookup found for an item: a function that, called on the writing thread in
+# order, gives the stored block it reuses, or None to write it after all.
+Found = Callable[[], Block | None]
+
 
 class BlockEmitter:
     """Writes items as the next blocks of ``committer``'s files and adds them to
     ``table``; ``threads`` worker threads checksum and encode. ``reuse`` (an
     incremental write, ocf.format.writing.pooled), called on a worker thread, tells
     whether an item's bytes are stored already: it gives then a function that, called
-    on the writing thread, returns the stored block, and the item is not written."""
+    on the writing thread, returns the stored block, and the item is not written (or
+    None, when reusing them is not worth it after all: the item is written)."""
 
     def __init__(self, committer: Committer, table: TableBuilder, codec: Codec, level: int,
                  byte_shuffle: bool, chunk_size: int, threads: int,
-                 reuse: Callable[[Item], Callable[[], Block] | None] | None = None
+                 reuse: Callable[[Item], Found | None] | None = None
                  ) -> None:
         self._committer, self._table = committer, table
         self._reuse = reuse
@@ -73,8 +78,9 @@ class BlockEmitter:
                     gathered = 0
                     self._write_tiles(item, chunk)
                     continue
-                if found is not None:  # already in the pool: nothing to write
-                    self._table.add_block(item.row, found(), item.box)
+                reused = found() if found is not None else None
+                if reused is not None:  # already in the pool: nothing to write
+                    self._table.add_block(item.row, reused, item.box)
                     continue
                 if not self._batches(item, chunk):  # after the blocks gathered before it
                     self._write_batch(batch)
@@ -90,7 +96,7 @@ class BlockEmitter:
             self._write_batch(batch)
 
     def _looked_up(self, items: Iterable[Item | TileRun]
-                   ) -> Iterator[tuple[Item | TileRun, Callable[[], Block] | None]]:
+                   ) -> Iterator[tuple[Item | TileRun, Found | None]]:
         """Each item with what ``reuse`` found for it (None: write it). The lookups (byte
         comparisons) run on the worker threads, a group of items of about _LOOKUP_BYTES
         a job, a few groups ahead of the writes, which they then overlap. When taking
@@ -99,7 +105,7 @@ class BlockEmitter:
         if self._reuse is None:
             yield from ((item, None) for item in items)
             return
-        window: deque[tuple[list[Item], Future[list[Callable[[], Block] | None]]]] = deque()
+        window: deque[tuple[list[Item], Future[list[Found | None]]]] = deque()
         group: list[Item] = []
         gathered = 0
         try:
@@ -133,7 +139,7 @@ class BlockEmitter:
             wait([pending for _, pending in window])
 
     def _look_up(self, group: list[Item], window: deque[tuple[
-            list[Item], Future[list[Callable[[], Block] | None]]]]) -> None:
+            list[Item], Future[list[Found | None]]]]) -> None:
         reuse = self._reuse
         assert reuse is not None
         if group:
@@ -297,8 +303,8 @@ class BlockEmitter:
         return stored, crc32c(stored)
 
 
-def _oldest(window: deque[tuple[list[Item], Future[list[Callable[[], Block] | None]]]]
-            ) -> Iterator[tuple[Item, Callable[[], Block] | None]]:
+def _oldest(window: deque[tuple[list[Item], Future[list[Found | None]]]]
+            ) -> Iterator[tuple[Item, Found | None]]:
     """The items of the oldest group of ``window`` with their lookups."""
     group, pending = window.popleft()
     yield from zip(group, pending.result())

@@ -6,11 +6,12 @@ does: the blocks whose bytes changed are written to its data region, unhashed,
 and the others are referenced where the base checkpoint (of the same root)
 keeps them. A block the base keeps in the pool is referenced there. A block
 the base keeps in its own file is referenced through a hard link of that file
-into the pool, made by the first save that reuses one of its blocks and hashed
-then (SHA-256, [R-POOL-004]): the file of a committed checkpoint never
-changes, and the link keeps it whole when the base is retired. A save in which
-everything changed so hashes nothing and costs what a full save costs; a save
-in which little changed hashes the previous save's new bytes, once.
+into the pool, made by the first save that reuses enough of its blocks (1 MiB and
+a 16th of the file; smaller unchanged blocks are rewritten, since the link keeps
+the whole file) and hashed then (SHA-256, [R-POOL-004]): the file of a committed
+checkpoint never changes, and the link keeps it whole when the base is retired.
+A save in which everything changed so hashes nothing and costs what a full save
+costs; a save in which little changed hashes the previous save's new bytes, once.
 
 A block is reused only when its bytes equal the stored ones, compared byte
 for byte (a megabyte at a time, through the base's memory map, so that a
@@ -73,6 +74,13 @@ _MAX_BANDS = 4096
 _COMPARE_PIECE = 1 << 20
 # The first piece compared: a changed block most often differs in it.
 _FIRST_PIECE = 4096
+# The unchanged bytes found in a base's own file that make this save link it into the
+# pool (which hashes the whole file, and keeps all of it while a block of it is
+# referenced): at least this many, and at least a _LINK_SHARE_DIVISOR-th of the file.
+# Below that its unchanged blocks are rewritten: a constant beside tensors that
+# change at every save must not keep every save's whole file alive.
+MIN_LINKED_REUSE = 1 << 20
+_LINK_SHARE_DIVISOR = 16
 # What link() reports on a file system that makes no hard link there: the block is
 # then written again instead of reused.
 _NO_HARD_LINKS = {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP,
@@ -177,6 +185,9 @@ class PoolCommitter(Committer):
         link = local / pool_object_name(self.write_id, len(self._links))
         try:
             os.link(os.path.realpath(source.path), link, follow_symlinks=False)
+        except FileNotFoundError as exc:
+            raise InvalidError("the base checkpoint's file was deleted during the save "
+                               "(one writer per managed root)", path=source.path) from exc
         except OSError as exc:
             if exc.errno in _NO_HARD_LINKS:
                 return None
@@ -223,9 +234,12 @@ class PoolCommitter(Committer):
         index_bytes = self._index_bytes(index)
         output = self._outputs[0]
         self._write_index(output, index_bytes)
+        # From the rename on, the links belong to the index that lists them: a failure
+        # after it (the root's fsync, an interrupt) must not let abort() unlink them.
+        # Should the rename itself fail, they are leftovers the next collection deletes.
+        self._links.clear()
         output.publish()
         self._outputs.clear()
-        self._links.clear()
         remove_temporaries_of(self.storage, self.target)
         self._hasher.shutdown()
 
@@ -263,6 +277,8 @@ class Reuse:
         # The base's own file, once linked into the pool (None: it cannot be).
         self._adopted: dict[int, Adopted | None] = {}
         self._adopting = threading.Lock()
+        # The bytes of the blocks found unchanged so far in each base file of its own.
+        self._unchanged: dict[int, int] = {}
         if base is None:
             return
         for key, info in base.index.tensors.items():
@@ -286,11 +302,13 @@ class Reuse:
         return bool(shard.pool_sha256) or (
             shard.path == "" and isinstance(self._base.shard_input(number), LocalInput))
 
-    def block_for(self, item: Item) -> Callable[[], Block] | None:
+    def block_for(self, item: Item) -> Callable[[], Block | None] | None:
         """None unless the base stores exactly ``item``'s bytes; else a function giving
-        the block of the new index that references them. Safe on any thread (it
-        compares bytes, and links the base's file into the pool once); the function
-        is called on the writing thread, in order."""
+        the block of the new index that references them, or None when they are in a
+        file of the base not worth linking into the pool (the item is then written).
+        Safe on any thread (it compares bytes); the function is called on the writing
+        thread, in order, when the lookups of the next few MiB of items have run or
+        are running (their unchanged bytes then count towards linking the file)."""
         key = self._tensors.table.keys[item.row]
         box = None if item.box is None else (tuple(item.box[0]), tuple(item.box[1]))
         stored = self._stored.get((key, box))
@@ -299,17 +317,31 @@ class Reuse:
             return None
         if not self._same_bytes(stored, item.raw):
             return None
-        pooled = stored.shard if stored.shard.pool_sha256 else self._adopt(stored.shard_number)
-        return None if pooled is None else partial(self._reference, stored, pooled)
+        if stored.shard.pool_sha256:
+            return partial(self._reference, stored, stored.shard)
+        with self._adopting:
+            self._unchanged[stored.shard_number] = \
+                self._unchanged.get(stored.shard_number, 0) + len(item.raw)
+        return partial(self._reference_own, stored)
+
+    def _reference_own(self, stored: _Stored) -> Block | None:
+        """The block of the new index for the bytes of ``stored``, in the base's own
+        file; None (write them) while that file is not worth linking."""
+        pooled = self._adopt(stored.shard_number)
+        return None if pooled is None else self._reference(stored, pooled)
 
     def _adopt(self, number: int) -> Adopted | None:
         """The base's own file (shard ``number``) as a pool object of this write: linked
-        by the first block that reuses it."""
+        once the unchanged bytes found in it are a share worth keeping the whole file
+        for (None before, and when the file system makes no hard link)."""
         with self._adopting:
             if number not in self._adopted:
                 assert self._base is not None
                 source = self._base.shard_input(number)
                 assert isinstance(source, LocalInput)
+                threshold = max(MIN_LINKED_REUSE, source.size // _LINK_SHARE_DIVISOR)
+                if self._unchanged.get(number, 0) < threshold:
+                    return None
                 self._adopted[number] = self._committer.adopt(source)
             return self._adopted[number]
 
