@@ -20,11 +20,12 @@ import pytest
 pytest.importorskip("accelerate")
 import torch
 from accelerate import Accelerator
+from repo_paths import TESTS_DIR
 
 import ocf
 from ocf.huggingface import save_state
 
-WORKER = Path(__file__).resolve().parent / "huggingface_ranks_worker.py"
+WORKER = TESTS_DIR / "huggingface_ranks_worker.py"
 
 
 @pytest.fixture(scope="module")

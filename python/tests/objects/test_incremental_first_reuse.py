@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from incremental_support import stored_in_own_file, verify_fully
+from repo_paths import TESTS_DIR
 
 import ocf
 from ocf.format import commit
@@ -92,7 +93,7 @@ def test_a_base_file_replaced_under_its_name_during_the_save_is_refused(
 
 CHILD = textwrap.dedent("""
     import os, signal, sys
-    sys.path.insert(0, sys.argv[1])
+    sys.path[:0] = sys.argv[1].split(os.pathsep)
     import ocf
     from test_incremental_first_reuse import _state
 
@@ -114,7 +115,8 @@ CHILD = textwrap.dedent("""
 def test_sigkill_right_after_the_first_reuse_links_a_file_leaves_every_checkpoint_whole(
         tmp_path: Path) -> None:
     first = _save(tmp_path, 1, _state(1))
-    done = subprocess.run([sys.executable, "-c", CHILD, str(Path(__file__).parent),
+    where = os.pathsep.join([str(Path(__file__).parent), str(TESTS_DIR)])  # the test, its helpers
+    done = subprocess.run([sys.executable, "-c", CHILD, where,
                            str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert done.returncode == -signal.SIGKILL, done.stderr
     assert not (tmp_path / "ckpt-2").exists()
