@@ -22,6 +22,15 @@ from ocf.format.codecs.registry import BY_VALUE
 from ocf.format.container import ALIGNMENT, PREAMBLE_SIZE
 from ocf.format.errors import InvalidError, LimitExceededError
 from ocf.format.index.boxes import BoxFailure, TensorColumns, check_boxes
+from ocf.format.index.code_tables import (
+    CODEC_DEFINED,
+    DTYPE_DEFINED,
+    ITEMSIZE,
+    MAX_RATIO,
+    STORES_RAW,
+    defined,
+    numpy_dtypes,
+)
 from ocf.format.index.model import (
     Block,
     BlockColumns,
@@ -47,43 +56,6 @@ from ocf.format.limits import (
 from ocf.v1 import tensor_pb2
 
 _U64 = np.uint64
-# Item size by dtype code (0 for byte strings, -1 for undefined codes).
-_ITEMSIZE = np.full(max(dtypes.BY_CODE) + 1, -1, dtype=np.int64)
-for _row in dtypes.TABLE:
-    _ITEMSIZE[_row.code] = _row.itemsize
-# Whether each code is defined (dtypes, codecs); by codec: raw or not, its output bound.
-_DTYPE_DEFINED = _ITEMSIZE >= 0
-_CODEC_AT = [BY_VALUE.get(value) for value in range(max(BY_VALUE) + 1)]
-_STORES_RAW = np.array([codec is not None and codec.stores_raw for codec in _CODEC_AT])
-_MAX_RATIO = np.array([codec.max_ratio if codec else 0 for codec in _CODEC_AT], _U64)
-_CODEC_DEFINED = _MAX_RATIO > 0  # every codec's bound is at least 1
-
-
-# The NumPy dtype of each dtype code: NumPy's own now, ml_dtypes' once a checkpoint holds
-# one (resolving them loads ml_dtypes: ocf.format.ml_types).
-_NUMPY_BY_CODE = np.empty(len(_ITEMSIZE), dtype=object)
-for _row in dtypes.TABLE:
-    if not isinstance(_row.kind, str):
-        _NUMPY_BY_CODE[_row.code] = _row.numpy
-_ML_CODES = np.array([r.code for r in dtypes.TABLE if isinstance(r.kind, str)], dtype=np.int64)
-
-
-def _numpy_dtypes(codes: np.ndarray) -> list[np.dtype[np.generic]]:
-    """The NumPy dtypes of dtype codes ``codes``, one per code."""
-    for code in np.intersect1d(codes, _ML_CODES).tolist():
-        if _NUMPY_BY_CODE[code] is None:
-            _NUMPY_BY_CODE[code] = dtypes.BY_CODE[code].numpy
-    return _NUMPY_BY_CODE[codes].tolist()  # type: ignore[no-any-return]
-
-
-def _defined(codes: np.ndarray, table: np.ndarray) -> np.ndarray:
-    """Whether each of ``codes`` (any int64, from the file) is defined by ``table``.
-
-    Not np.isin: it sorts, and took a tenth of opening a checkpoint of 64 tensors.
-    """
-    defined = (codes >= 0) & (codes < len(table))
-    defined[defined] = table[codes[defined]]
-    return defined
 
 
 def _u64(values: object) -> np.ndarray:
@@ -202,7 +174,7 @@ class Tables(Mapping[str, TensorInfo]):
                 seen.add(key)
 
     def _check_shapes(self) -> None:
-        self._fail_first(~_defined(self._dtypes, _DTYPE_DEFINED), InvalidError,
+        self._fail_first(~defined(self._dtypes, DTYPE_DEFINED), InvalidError,
                          "dtype value is not defined", "R-TENSOR-002", by_block=False)
         self._fail_first(self._ranks > MAX_RANK, LimitExceededError,
                          f"rank is above the limit of {MAX_RANK}", "R-TENSOR-003",
@@ -300,7 +272,7 @@ class Tables(Mapping[str, TensorInfo]):
         outside |= ~outside & (offsets + np.minimum(stored, MAX_FILE_OFFSET) > region_end)
         self._fail_first(outside, InvalidError, "stored bytes lie outside the data region "
                          "of their shard", "R-DATA-002")
-        itemsize = _ITEMSIZE[self._dtypes[self._block_tensor]].astype(_U64)
+        itemsize = ITEMSIZE[self._dtypes[self._block_tensor]].astype(_U64)
         counts, raw = self._block_counts, self._raw
         strings = itemsize == 0
         size = np.where(strings, 1, itemsize)
@@ -309,9 +281,9 @@ class Tables(Mapping[str, TensorInfo]):
                          "R-TENSOR-005")
         self._fail_first(strings & (raw // _U64(8) < counts), InvalidError,
                          "raw length cannot hold the string length table", "R-DTYPE-003")
-        self._fail_first(~_defined(self._codecs, _CODEC_DEFINED), InvalidError,
+        self._fail_first(~defined(self._codecs, CODEC_DEFINED), InvalidError,
                          "codec value is not defined", "R-CHUNK-003")
-        plain = _STORES_RAW[self._codecs]
+        plain = STORES_RAW[self._codecs]
         self._fail_first(plain & (self._shuffles | (stored != raw)), InvalidError,
                          "uncompressed data must have stored length equal to raw length and no "
                          "byte shuffle", "R-CHUNK-003")
@@ -333,7 +305,7 @@ class Tables(Mapping[str, TensorInfo]):
         if int(chunks.sum()) != self._crc_array.size:
             self._fail(InvalidError, f"the blocks have {int(chunks.sum())} chunks, "
                        f"chunk_crcs holds {self._crc_array.size} values", "R-CHUNK-002")
-        coded = ~_STORES_RAW[self._codecs]  # blocks owning chunk_stored_lengths (zstd)
+        coded = ~STORES_RAW[self._codecs]  # blocks owning chunk_stored_lengths (zstd)
         coded_chunks = np.where(coded, chunks, 0)
         self._stored_start = np.cumsum(coded_chunks) - coded_chunks
         if int(coded_chunks.sum()) != len(self._chunk_stored):
@@ -365,7 +337,7 @@ class Tables(Mapping[str, TensorInfo]):
         raw_chunk = np.where(last, self._raw[owner] - size * position.astype(_U64), size)
         # Lengths above 2^40 allow any raw chunk (at most 2^54 bytes) anyway.
         hits = np.flatnonzero(raw_chunk > np.minimum(lengths, _U64(1 << 40))
-                              * _MAX_RATIO[self._codecs[owner]])
+                              * MAX_RATIO[self._codecs[owner]])
         if hits.size:
             codec = BY_VALUE[int(self._codecs[owner[hits[0]]])]
             self._fail(LimitExceededError, f"a {codec.name} chunk claims more than "
@@ -443,7 +415,7 @@ class Tables(Mapping[str, TensorInfo]):
         """The checked block table as arrays, a row per block; read-only by convention."""
         if self._block_columns is None:
             self._block_columns = BlockColumns(
-                self._shards, self._offsets, self._raw, _STORES_RAW[self._codecs],
+                self._shards, self._offsets, self._raw, STORES_RAW[self._codecs],
                 self._chunk_sizes, self._chunk_counts, self._crc_start, self._crc_array)
         return self._block_columns
 
@@ -461,12 +433,12 @@ class Tables(Mapping[str, TensorInfo]):
         row = self._rows[key]
         c = self._lists()
         j = c.first_block[row]
-        if c.slice_counts[row] or not _STORES_RAW[c.codecs[j]] or c.chunk_counts[j] != 1:
+        if c.slice_counts[row] or not STORES_RAW[c.codecs[j]] or c.chunk_counts[j] != 1:
             return None
         if self._view_dtypes is None:  # made on first use: it may load ml_dtypes
             # None where reading needs more than a view: byte strings and bools.
             self._view_dtypes = [None if d is None or d.kind == "b" else d
-                                 for d in _numpy_dtypes(self._dtypes)]
+                                 for d in numpy_dtypes(self._dtypes)]
         numpy_dtype = self._view_dtypes[row]
         if numpy_dtype is None:
             return None
@@ -485,8 +457,8 @@ class Tables(Mapping[str, TensorInfo]):
         rows = np.fromiter(map(self._rows.__getitem__, keys), dtype=np.int64, count=len(keys))
         blocks = self._first_block[rows]
         raw = self._raw[blocks]
-        small = ((self._slice_counts[rows] == 0) & _STORES_RAW[self._codecs[blocks]]
-                 & (raw > 0) & (raw <= max_bytes) & (_ITEMSIZE[self._dtypes[rows]] > 0)
+        small = ((self._slice_counts[rows] == 0) & STORES_RAW[self._codecs[blocks]]
+                 & (raw > 0) & (raw <= max_bytes) & (ITEMSIZE[self._dtypes[rows]] > 0)
                  & (self._chunk_counts[blocks] == 1))
         others = [keys[i] for i in np.flatnonzero(~small).tolist()]
         rows, blocks = rows[small], blocks[small]
@@ -498,7 +470,7 @@ class Tables(Mapping[str, TensorInfo]):
             offsets=self._offsets[blocks].tolist(),
             raw_lengths=self._raw[blocks].tolist(),
             crcs=self._crc_array[self._crc_start[blocks]].tolist(),
-            dtypes=_numpy_dtypes(self._dtypes[rows]),
+            dtypes=numpy_dtypes(self._dtypes[rows]),
             shapes=self._shapes(rows),
         ), others
 
