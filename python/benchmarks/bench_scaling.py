@@ -78,6 +78,7 @@ def _torch_worker(job: dict[str, Any], rank: int, world: int) -> list[float]:
     dist.init_process_group("gloo", init_method=job["init"], rank=rank, world_size=world)
     run = _torch_load if job["system"].endswith("-load") else _torch_save
     times = run(job, rank, world)
+    dist.barrier()  # every rank done before any tears the group down (gloo aborts otherwise)
     dist.destroy_process_group()
     return times
 

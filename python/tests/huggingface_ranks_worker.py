@@ -10,6 +10,7 @@ user's into FOLDER during the write (from a registered object's
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -52,7 +53,10 @@ def main() -> None:
     else:
         print("returned", flush=True)
     del model
-    accelerator.end_training()
+    # Wait for the other process, then end without tearing the gloo group down: that
+    # teardown now and then aborts a process that did all its work (see gloo_rank.py).
+    accelerator.wait_for_everyone()
+    os._exit(0)
 
 
 if __name__ == "__main__":
