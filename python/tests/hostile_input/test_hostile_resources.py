@@ -200,7 +200,9 @@ def test_shard_name_of_a_named_pipe_is_not_found_without_blocking(tmp_path: Path
 
     thread = threading.Thread(target=open_it, daemon=True)
     thread.start()
-    thread.join(timeout=1.5)
+    # Generous: an open that blocks on the pipe never returns by itself, and a busy
+    # machine must not make a slow open look like a blocked one.
+    thread.join(timeout=15)
     blocked = thread.is_alive()
     if blocked:  # unblock the reader's open() by opening the pipe's other end
         os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
