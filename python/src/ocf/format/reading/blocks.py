@@ -442,7 +442,8 @@ class BlockReader:
 
     def _check_crc(self, info: TensorInfo, block: Block, chunk: int, crc: int) -> None:
         if crc != block.chunk_crcs[chunk]:
-            piece = next((f"slice {i}, " for i, p in enumerate(info.slices) if p.block is block),
+            # By value: some paths (bands read whole) read fresh copies of the table's rows.
+            piece = next((f"slice {i}, " for i, p in enumerate(info.slices) if p.block == block),
                          "")
             raise IntegrityError(
                 f"{piece}chunk {chunk} (bytes {'...'.join(map(str, block.stored_range(chunk)))} of "
