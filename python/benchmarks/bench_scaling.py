@@ -36,6 +36,11 @@ the time to the raw floor's with the same writers (to ``raw-s3`` on S3); then
 the CPU seconds of all writers together (every thread, user and system time)
 and their ratio to the floor's, which a machine busy with other work distorts
 less than the times. ``--systems`` and ``--no-loads`` run a subset.
+``--profile DIR`` samples every rank with py-spy over its timed saves or loads
+(after the warm-up; ``--native`` adds C frames) into
+``DIR/<system>-<MiB>-x<ranks>[-rows|-columns]-rank<r>.txt`` (py-spy's raw
+format, one stack a line with its sample count);
+``python/benchmarks/pyspy_top.py DIR/*.txt`` prints each file's top frames.
 Progress on stderr, the Markdown tables on stdout. One machine: the writers
 share its cores and disk.
 """
@@ -46,6 +51,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -70,6 +76,32 @@ def _shares(mib: int, rank: int, world: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(rank)
     return {f"layer{i}/w": rng.standard_normal((rows.stop - rows.start, cols), np.float32)
             for i in range(TENSORS)}
+
+
+class _Profile:
+    """py-spy sampling this process from the first timed repeat to the last, when the
+    job asks for it (``--profile``): the warm-up and the process's start stay out."""
+
+    def __init__(self, job: dict[str, Any], rank: int, world: int) -> None:
+        self.job, self.process = job, None
+        axis = {0: "-rows", 1: "-columns"}.get(job.get("axis", -1), "")
+        self.output = (f"{job['profile']}/{job['engine']}-{job['system']}-{job['mib']}"
+                       f"-x{world}{axis}-rank{rank}.txt" if job.get("profile") else None)
+
+    def start(self) -> None:
+        if self.output is None or self.process is not None:
+            return
+        command = [str(Path(sys.executable).with_name("py-spy")), "record", "--pid",
+                   str(os.getpid()), "--format", "raw", "--output", self.output,
+                   "--rate", "200", *(["--native"] if self.job.get("native") else [])]
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL)
+        time.sleep(0.5)  # py-spy attaches before the timed work begins
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+            self.process.wait(timeout=120)
 
 
 def _torch_worker(job: dict[str, Any], rank: int, world: int) -> list[float]:
@@ -98,8 +130,11 @@ def _torch_save(job: dict[str, Any], rank: int, world: int) -> list[float]:
     state = {k: DTensor.from_local(torch.from_numpy(v), mesh, [Shard(0)]) for k, v in
              local.items()}
     times, cpu = [], []
+    profile = _Profile(job, rank, world)
     for n in range(job["repeat"] + 1):  # the first is a warm-up
         target = job.get("target") or f"{job['dir']}/{job['system']}-{n}"
+        if n == 1:
+            profile.start()
         dist.barrier()
         start, start_cpu = time.perf_counter(), time.process_time()
         if job["system"] == "raw":
@@ -122,6 +157,7 @@ def _torch_save(job: dict[str, Any], rank: int, world: int) -> list[float]:
         times.append(time.perf_counter() - start)
         cpu.append(time.process_time() - start_cpu)
         dist.barrier()
+    profile.stop()
     return times[1:] + cpu[1:]
 
 
@@ -179,7 +215,10 @@ def _torch_load(job: dict[str, Any], rank: int, world: int) -> list[float]:
                                               [Shard(job["axis"])]) for i in range(TENSORS)}
     needed = sum(t.to_local().numel() * 4 for t in state.values())
     times, cpu, read = [], [], 0
-    for _ in range(job["repeat"] + 1):
+    profile = _Profile(job, rank, world)
+    for n in range(job["repeat"] + 1):
+        if n == 1:
+            profile.start()
         dist.barrier()
         start, start_cpu = time.perf_counter(), time.process_time()
         if job["system"] == "ocf-load":
@@ -189,6 +228,7 @@ def _torch_load(job: dict[str, Any], rank: int, world: int) -> list[float]:
         times.append(time.perf_counter() - start)
         cpu.append(time.process_time() - start_cpu)
         dist.barrier()
+    profile.stop()
     return [*times[1:], *cpu[1:], read / needed]
 
 
@@ -214,8 +254,11 @@ def _jax_worker(job: dict[str, Any], rank: int, world: int) -> list[float]:
         import orbax.checkpoint as ocp
         checkpointer = ocp.StandardCheckpointer()
     times, cpu = [], []
+    profile = _Profile(job, rank, world)
     for n in range(job["repeat"] + 1):
         target = f"{job['dir']}/{job['system']}-{n}"
+        if n == 1:
+            profile.start()
         multihost_utils.sync_global_devices(f"start {n}")
         start, start_cpu = time.perf_counter(), time.process_time()
         if checkpointer is not None:
@@ -226,6 +269,7 @@ def _jax_worker(job: dict[str, Any], rank: int, world: int) -> list[float]:
         times.append(time.perf_counter() - start)
         cpu.append(time.process_time() - start_cpu)
         multihost_utils.sync_global_devices(f"end {n}")
+    profile.stop()
     jax.distributed.shutdown()
     return times[1:] + cpu[1:]
 
@@ -264,6 +308,14 @@ def measure(job: dict[str, Any], world: int, base: Path) -> list[list[float]]:
     return times
 
 
+def _profiling(args: argparse.Namespace) -> dict[str, Any]:
+    """What a job needs to know of ``--profile``."""
+    if not args.profile:
+        return {}
+    os.makedirs(args.profile, exist_ok=True)
+    return {"profile": os.path.abspath(args.profile), "native": args.native}
+
+
 def _save_rows(args: argparse.Namespace, mib: int, base: Path, server: Any,
                sources: dict[str, str]) -> list[tuple[Any, ...]]:
     """Every save system at every writer count; the 4-writer OCF and DCP checkpoints
@@ -282,7 +334,7 @@ def _save_rows(args: argparse.Namespace, mib: int, base: Path, server: Any,
     for world in (int(w) for w in args.writers.split(",")):
         for engine, system in systems:
             job: dict[str, Any] = {"engine": engine, "system": system, "mib": mib,
-                                   "repeat": args.repeat}
+                                   "repeat": args.repeat, **_profiling(args)}
             if system.endswith("-s3"):
                 job["url"] = f"s3://{server.new_bucket()}/ckpt"
                 job["storage_options"] = server.storage_options
@@ -326,7 +378,7 @@ def _load_rows(args: argparse.Namespace, mib: int, base: Path,
         dcp_wall = dcp_cpu = 0.0
         for system, source in (("dcp-load", sources["dcp"]), ("ocf-load", sources["ocf"])):
             job = {"engine": "torch", "system": system, "mib": mib, "repeat": repeat,
-                   "source": source, "axis": axis}
+                   "source": source, "axis": axis, **_profiling(args)}
             print(f"{mib} MiB: {system} x{world} axis {axis} ...", file=sys.stderr, flush=True)
             results = measure(job, world, base)
             wall = statistics.median(max(t[n] for t in results) for n in range(repeat))
@@ -382,6 +434,10 @@ def main() -> None:
     parser.add_argument("--keep", default=None,
                         help="save the 4-writer checkpoints of the loads under this directory "
                         "and keep them (reused when present)")
+    parser.add_argument("--profile", default=None,
+                        help="sample every rank's timed repeats with py-spy into this directory")
+    parser.add_argument("--native", action="store_true",
+                        help="with --profile: C frames too (py-spy --native)")
     args = parser.parse_args()
     if args.worker:
         worker(json.loads(args.worker))
