@@ -61,11 +61,17 @@ def _x_to(exponent: int) -> int:
 
 
 @lru_cache(maxsize=256)
-def _shift_tables(nbytes: int) -> np.ndarray:
-    """``shift(·, nbytes)`` as four tables of 256 values, one per byte of the CRC: the
-    map is linear, so its value on a CRC is the XOR of its values on the CRC's bytes."""
+def _images(nbytes: int) -> np.ndarray:
+    """``shift(1 << i, nbytes)`` for every bit ``i`` of a CRC: the map is linear, so its
+    value on a CRC is the XOR of these for the CRC's bits."""
     factor = _x_to(8 * nbytes)
-    images = np.array([_multiply(factor, 1 << i) for i in range(32)], dtype=np.uint32)
+    return np.array([_multiply(factor, 1 << i) for i in range(32)], dtype=np.uint32)
+
+
+@lru_cache(maxsize=256)
+def _shift_tables(nbytes: int) -> np.ndarray:
+    """``shift(·, nbytes)`` as four tables of 256 values, one per byte of the CRC."""
+    images = _images(nbytes)
     bits = (np.arange(256)[:, None] >> np.arange(8)) & 1  # [byte value, bit]
     tables = np.empty((4, 256), dtype=np.uint32)
     for byte in range(4):
@@ -83,10 +89,28 @@ def shift(crcs: np.ndarray, nbytes: int) -> np.ndarray:
     return shifted
 
 
+# Runs of at most this many chunks are folded in one step, from the images of bits.
+_DIRECT_CHUNKS = 64
+
+
+@lru_cache(maxsize=64)
+def _fold_images(count: int, size: int, last: int) -> np.ndarray:
+    """The fold of :func:`fold` as the images of single bits: entry ``32 * i + j`` is
+    ``shift(1 << j, bytes after chunk i)``, so a run's CRC is the XOR of the entries
+    for the bits set in its chunks' CRCs."""
+    after = [(count - 2 - i) * size + last for i in range(count - 1)] + [0]
+    return np.concatenate([_images(n) for n in after])
+
+
 def fold(crcs: np.ndarray, size: int, last: int) -> np.ndarray:
     """The CRC of each row's run of chunks, from ``crcs`` (uint32, one row per run, one
     column per chunk, at least one): every chunk ``size`` bytes but the last, ``last``."""
     count = crcs.shape[1]
+    if count <= _DIRECT_CHUNKS:  # one step: the XOR of the images of the bits set
+        bits = np.unpackbits(np.ascontiguousarray(crcs, dtype="<u4").view(np.uint8),
+                             axis=1, bitorder="little").view(bool)
+        chosen = np.where(bits, _fold_images(count, size, last), np.uint32(0))
+        return np.asarray(np.bitwise_xor.reduce(chosen, axis=1), dtype=np.uint32)
     head = count - 1  # the chunks of ``size`` bytes, folded pairwise
     width = 1 << max(head - 1, 0).bit_length() if head else 1
     # Leading zeros change nothing: the fold starts from zero, and shift(0) is 0.
