@@ -36,6 +36,13 @@ the time to the raw floor's with the same writers (to ``raw-s3`` on S3); then
 the CPU seconds of all writers together (every thread, user and system time)
 and their ratio to the floor's, which a machine busy with other work distorts
 less than the times. ``--systems`` and ``--no-loads`` run a subset.
+``--profile DIR`` samples every rank with py-spy over its timed saves or loads
+(after the warm-up; ``--native`` adds C frames) into
+``DIR/<system>-<MiB>-x<ranks>[-rows|-columns]-rank<r>.txt`` (py-spy's raw
+format, one stack a line with its sample count);
+``python/benchmarks/pyspy_top.py DIR/*.txt`` prints each file's top frames.
+``--best`` reports the smallest of the repeats instead of their median (each
+column on its own), the figure other jobs on a shared machine disturb least.
 Progress on stderr, the Markdown tables on stdout. One machine: the writers
 share its cores and disk.
 """
@@ -46,6 +53,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -70,6 +78,32 @@ def _shares(mib: int, rank: int, world: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(rank)
     return {f"layer{i}/w": rng.standard_normal((rows.stop - rows.start, cols), np.float32)
             for i in range(TENSORS)}
+
+
+class _Profile:
+    """py-spy sampling this process from the first timed repeat to the last, when the
+    job asks for it (``--profile``): the warm-up and the process's start stay out."""
+
+    def __init__(self, job: dict[str, Any], rank: int, world: int) -> None:
+        self.job, self.process = job, None
+        axis = {0: "-rows", 1: "-columns"}.get(job.get("axis", -1), "")
+        self.output = (f"{job['profile']}/{job['engine']}-{job['system']}-{job['mib']}"
+                       f"-x{world}{axis}-rank{rank}.txt" if job.get("profile") else None)
+
+    def start(self) -> None:
+        if self.output is None or self.process is not None:
+            return
+        command = [str(Path(sys.executable).with_name("py-spy")), "record", "--pid",
+                   str(os.getpid()), "--format", "raw", "--output", self.output,
+                   "--rate", "200", *(["--native"] if self.job.get("native") else [])]
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL)
+        time.sleep(0.5)  # py-spy attaches before the timed work begins
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+            self.process.wait(timeout=120)
 
 
 def _torch_worker(job: dict[str, Any], rank: int, world: int) -> list[float]:
@@ -98,8 +132,11 @@ def _torch_save(job: dict[str, Any], rank: int, world: int) -> list[float]:
     state = {k: DTensor.from_local(torch.from_numpy(v), mesh, [Shard(0)]) for k, v in
              local.items()}
     times, cpu = [], []
+    profile = _Profile(job, rank, world)
     for n in range(job["repeat"] + 1):  # the first is a warm-up
         target = job.get("target") or f"{job['dir']}/{job['system']}-{n}"
+        if n == 1:
+            profile.start()
         dist.barrier()
         start, start_cpu = time.perf_counter(), time.process_time()
         if job["system"] == "raw":
@@ -122,6 +159,7 @@ def _torch_save(job: dict[str, Any], rank: int, world: int) -> list[float]:
         times.append(time.perf_counter() - start)
         cpu.append(time.process_time() - start_cpu)
         dist.barrier()
+    profile.stop()
     return times[1:] + cpu[1:]
 
 
@@ -179,7 +217,10 @@ def _torch_load(job: dict[str, Any], rank: int, world: int) -> list[float]:
                                               [Shard(job["axis"])]) for i in range(TENSORS)}
     needed = sum(t.to_local().numel() * 4 for t in state.values())
     times, cpu, read = [], [], 0
-    for _ in range(job["repeat"] + 1):
+    profile = _Profile(job, rank, world)
+    for n in range(job["repeat"] + 1):
+        if n == 1:
+            profile.start()
         dist.barrier()
         start, start_cpu = time.perf_counter(), time.process_time()
         if job["system"] == "ocf-load":
@@ -189,6 +230,7 @@ def _torch_load(job: dict[str, Any], rank: int, world: int) -> list[float]:
         times.append(time.perf_counter() - start)
         cpu.append(time.process_time() - start_cpu)
         dist.barrier()
+    profile.stop()
     return [*times[1:], *cpu[1:], read / needed]
 
 
@@ -214,8 +256,11 @@ def _jax_worker(job: dict[str, Any], rank: int, world: int) -> list[float]:
         import orbax.checkpoint as ocp
         checkpointer = ocp.StandardCheckpointer()
     times, cpu = [], []
+    profile = _Profile(job, rank, world)
     for n in range(job["repeat"] + 1):
         target = f"{job['dir']}/{job['system']}-{n}"
+        if n == 1:
+            profile.start()
         multihost_utils.sync_global_devices(f"start {n}")
         start, start_cpu = time.perf_counter(), time.process_time()
         if checkpointer is not None:
@@ -226,6 +271,7 @@ def _jax_worker(job: dict[str, Any], rank: int, world: int) -> list[float]:
         times.append(time.perf_counter() - start)
         cpu.append(time.process_time() - start_cpu)
         multihost_utils.sync_global_devices(f"end {n}")
+    profile.stop()
     jax.distributed.shutdown()
     return times[1:] + cpu[1:]
 
@@ -264,6 +310,20 @@ def measure(job: dict[str, Any], world: int, base: Path) -> list[list[float]]:
     return times
 
 
+def _typical(args: argparse.Namespace, values: list[float]) -> float:
+    """The median of ``values`` (one per repeat), or with ``--best`` the smallest: on a
+    machine shared with other jobs, the repeat they disturbed least."""
+    return min(values) if args.best else statistics.median(values)
+
+
+def _profiling(args: argparse.Namespace) -> dict[str, Any]:
+    """What a job needs to know of ``--profile``."""
+    if not args.profile:
+        return {}
+    os.makedirs(args.profile, exist_ok=True)
+    return {"profile": os.path.abspath(args.profile), "native": args.native}
+
+
 def _save_rows(args: argparse.Namespace, mib: int, base: Path, server: Any,
                sources: dict[str, str]) -> list[tuple[Any, ...]]:
     """Every save system at every writer count; the 4-writer OCF and DCP checkpoints
@@ -282,18 +342,18 @@ def _save_rows(args: argparse.Namespace, mib: int, base: Path, server: Any,
     for world in (int(w) for w in args.writers.split(",")):
         for engine, system in systems:
             job: dict[str, Any] = {"engine": engine, "system": system, "mib": mib,
-                                   "repeat": args.repeat}
+                                   "repeat": args.repeat, **_profiling(args)}
             if system.endswith("-s3"):
                 job["url"] = f"s3://{server.new_bucket()}/ckpt"
                 job["storage_options"] = server.storage_options
             print(f"{mib} MiB: {engine} {system} x{world} ...", file=sys.stderr, flush=True)
             times = measure(job, world, base)
-            wall = statistics.median(max(t[n] for t in times) for n in range(args.repeat))
-            fastest = statistics.median(min(t[n] for t in times) for n in range(args.repeat))
+            wall = _typical(args, [max(t[n] for t in times) for n in range(args.repeat)])
+            fastest = _typical(args, [min(t[n] for t in times) for n in range(args.repeat)])
             # CPU seconds of all writers together (every thread, user and system): what
             # the save costs the machine, which a busy machine's scheduling hides less.
-            cpu = statistics.median(sum(t[args.repeat + n] for t in times)
-                                    for n in range(args.repeat))
+            cpu = _typical(args, [sum(t[args.repeat + n] for t in times)
+                                  for n in range(args.repeat)])
             floor_of = "raw-s3" if system.endswith("-s3") else "raw"
             if system.startswith("raw"):
                 floor[system], floor_cpu[system] = wall, cpu
@@ -326,12 +386,13 @@ def _load_rows(args: argparse.Namespace, mib: int, base: Path,
         dcp_wall = dcp_cpu = 0.0
         for system, source in (("dcp-load", sources["dcp"]), ("ocf-load", sources["ocf"])):
             job = {"engine": "torch", "system": system, "mib": mib, "repeat": repeat,
-                   "source": source, "axis": axis}
+                   "source": source, "axis": axis, **_profiling(args)}
             print(f"{mib} MiB: {system} x{world} axis {axis} ...", file=sys.stderr, flush=True)
             results = measure(job, world, base)
-            wall = statistics.median(max(t[n] for t in results) for n in range(repeat))
+            wall = _typical(args, [max(t[n] for t in results) for n in range(repeat)])
             # CPU seconds of the busiest loader: what a loaded machine distorts least.
-            cpu = statistics.median(max(t[repeat + n] for t in results) for n in range(repeat))
+            cpu = _typical(args, [max(t[repeat + n] for t in results)
+                                  for n in range(repeat)])
             dcp_wall, dcp_cpu = dcp_wall or wall, dcp_cpu or cpu
             amplification = max(t[-1] for t in results) if system == "ocf-load" else None
             rows.append((mib, system, world, "rows" if axis == 0 else "columns", wall,
@@ -341,7 +402,8 @@ def _load_rows(args: argparse.Namespace, mib: int, base: Path,
 
 def _print_tables(args: argparse.Namespace, saves: list[tuple[Any, ...]],
                   loads: list[tuple[Any, ...]]) -> None:
-    print(f"float32 in {TENSORS} tensors split by rows; median of {args.repeat} after a "
+    print(f"float32 in {TENSORS} tensors split by rows; {'best' if args.best else 'median'} "
+          f"of {args.repeat} after a "
           f"warm-up; {os.cpu_count()} cores.\n")
     print("| MiB | engine | system | writers | MB/s | slowest writer (s) | fastest writer (s) "
           "| time / raw floor | CPU s (all writers) | CPU / raw's |")
@@ -382,6 +444,12 @@ def main() -> None:
     parser.add_argument("--keep", default=None,
                         help="save the 4-writer checkpoints of the loads under this directory "
                         "and keep them (reused when present)")
+    parser.add_argument("--best", action="store_true",
+                        help="report the fastest repeat, not the median (a shared machine)")
+    parser.add_argument("--profile", default=None,
+                        help="sample every rank's timed repeats with py-spy into this directory")
+    parser.add_argument("--native", action="store_true",
+                        help="with --profile: C frames too (py-spy --native)")
     args = parser.parse_args()
     if args.worker:
         worker(json.loads(args.worker))

@@ -156,3 +156,21 @@ def test_a_scalar_written_as_one_slice_commits_and_twice_is_refused(tmp_path: Pa
     writer.write_slice("s", np.array(3.0), (), ())
     with pytest.raises(ocf.InvalidError, match="R-SLICE-002"):
         writer.commit()
+
+
+def test_a_grid_row_larger_than_a_band_is_cut_across_in_the_grids_order() -> None:
+    # The strips of a distributed save: the box is one grid row of 512 strips, 8 MiB.
+    box = np.arange(64 * 32768, dtype=np.float32).reshape(64, 32768)
+    starts, sizes = [], []
+    for run in tiles_module.tile_runs(0, dtypes.for_array(box), box, (64, 0), (64, 64),
+                                      tiles_module.BandBuffer()):
+        # Each run's bytes are its strips in turn (checked before the next run reuses them).
+        for i, (_, column) in enumerate(run.starts.tolist()):
+            strip = np.frombuffer(run.data[i * run.tile_size : (i + 1) * run.tile_size],
+                                  np.float32).reshape(64, 64)
+            np.testing.assert_array_equal(strip, box[:, column : column + 64])
+        starts += run.starts.tolist()
+        sizes.append(len(run.data))
+    assert len(sizes) == 2
+    assert max(sizes) <= tiles_module.BAND_BYTES
+    assert starts == [[64, 64 * i] for i in range(512)]

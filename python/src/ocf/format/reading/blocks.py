@@ -9,7 +9,6 @@ comes with each call, to name it in errors.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from typing import NamedTuple
@@ -20,6 +19,7 @@ from ocf.format.checksum import crc32c
 from ocf.format.errors import IntegrityError, MalformedError
 from ocf.format.index.model import Block, BlockColumns, SmallPlain, TensorInfo
 from ocf.format.memory import allocate
+from ocf.format.reading.checks import BlockChecks
 from ocf.format.storage.backend import Input
 from ocf.format.storage.location import Location
 from ocf.format.workers import in_turn, reader_workers
@@ -80,6 +80,8 @@ class BlockReader:
         self.shards: list[Input] = []
         # The chunks of mapped blocks already checked, by (shard, offset, chunk).
         self._verified: set[tuple[int, int, int]] = set()
+        # The same for the block tables of sliced tensors: a flag per row of their CRCs.
+        self._checked: dict[int, tuple[BlockColumns, np.ndarray]] = {}
         # Per mapped shard, all its bytes, that views are sliced from.
         self._whole_maps: dict[int, memoryview] = {}
 
@@ -142,40 +144,49 @@ class BlockReader:
         shard; slices ``slices`` of ``info``, for errors), whose bytes ``held`` holds, or
         only the chunks ``runs`` gives (the first and the count of each block's);
         the chunks of a mapped shard once per reader. The caller counts the bytes."""
-        raw = columns.raw_lengths[blocks]
-        if not self.verify:
-            return
-        chunks = columns.chunk_counts[blocks] if runs is None else runs[1]
-        owner = np.repeat(np.arange(len(blocks)), chunks)
-        position = np.arange(len(owner)) - np.repeat(np.cumsum(chunks) - chunks, chunks)
-        if runs is not None:
-            position = position + np.repeat(runs[0], chunks)
-        size = np.where(columns.chunk_sizes[blocks] == 0, raw, columns.chunk_sizes[blocks])
-        base = columns.offsets[blocks][owner]
-        first = base + size[owner] * position.astype(np.uint64)
+        checks = self.checks(info, columns, blocks, slices, held, runs)
+        checks.check(np.arange(len(blocks)))
+
+    def checks(self, info: TensorInfo, columns: BlockColumns, blocks: np.ndarray,
+               slices: np.ndarray, held: HeldBytes,
+               runs: tuple[np.ndarray, np.ndarray] | None = None) -> BlockChecks:
+        """The checks of :meth:`verify_blocks`, to run on a few blocks at a time
+        (:meth:`BlockChecks.check`), each just before its bytes are copied."""
+        return BlockChecks(self, info, columns, blocks, slices, held, runs)
+
+    def verify_chunks(self, info: TensorInfo, columns: BlockColumns, blocks: np.ndarray,
+                      slices: np.ndarray, held: HeldBytes,
+                      runs: tuple[np.ndarray, np.ndarray]) -> None:
+        """Checksum the chunks ``runs`` of ``blocks`` one by one; raise IntegrityError
+        naming the first that does not match."""
+        raw = columns.raw_lengths[blocks].astype(np.int64)
+        owner = np.repeat(np.arange(len(blocks)), runs[1])
+        position = np.arange(len(owner)) - np.repeat(np.cumsum(runs[1]) - runs[1], runs[1]) + \
+            np.repeat(runs[0], runs[1])
+        size = np.where(columns.chunk_sizes[blocks] == 0, raw,
+                        columns.chunk_sizes[blocks]).astype(np.int64)
+        base = columns.offsets[blocks].astype(np.int64)[owner]
+        first = base + size[owner] * position
         last = np.minimum(first + size[owner], base + raw[owner])
-        expected = columns.crcs[columns.crc_start[blocks][owner] + position]
-        verified = self._verified if held.mapped else set()
-        data, shard = held.data, held.shard
-        # Thousands of small chunks (the strips of a distributed save): one list
-        # operation per step, not one Python statement per chunk.
-        keys = list(zip(itertools.repeat(shard), base.tolist(), position.tolist()))
-        todo = [i for i, key in enumerate(keys) if key not in verified]
-        starts = (first.astype(np.int64) - held.offset).tolist()
-        ends = (last.astype(np.int64) - held.offset).tolist()
-        got = np.array([crc32c(data[starts[i] : ends[i]]) for i in todo], dtype=np.int64)
-        bad = np.flatnonzero(got != expected[todo].astype(np.int64))
-        if not len(bad):
-            verified.update(keys[i] for i in todo)
-            return
-        verified.update(keys[i] for i in todo[: int(bad[0])])
-        i, crc = todo[int(bad[0])], int(got[bad[0]])
-        _, _, chunk = keys[i]
-        raise IntegrityError(
-            f"slice {int(slices[owner[i]])}, chunk {chunk} (bytes {int(first[i])}..."
-            f"{int(last[i])} of {self.shards[shard].path.name}) has CRC-32C {crc:#010x}, "
-            f"the index says {int(expected[i]):#010x}", path=self.path, key=info.key,
-            requirement="R-CRC-001")
+        expected = columns.crcs[columns.crc_start[blocks].astype(np.int64)[owner] + position]
+        data = held.data
+        for i, (a, b) in enumerate(zip((first - held.offset).tolist(),
+                                       (last - held.offset).tolist())):
+            crc = crc32c(data[a:b])
+            if crc != int(expected[i]):
+                raise IntegrityError(
+                    f"slice {int(slices[owner[i]])}, chunk {int(position[i])} (bytes "
+                    f"{int(first[i])}...{int(last[i])} of {self.shards[held.shard].path.name}) "
+                    f"has CRC-32C {crc:#010x}, the index says {int(expected[i]):#010x}",
+                    path=self.path, key=info.key, requirement="R-CRC-001")
+
+    def checked_chunks(self, columns: BlockColumns) -> np.ndarray:
+        """Which chunks of the block table ``columns`` (rows of its ``crcs``) this reader
+        has checked in mapped shards."""
+        kept = self._checked.get(id(columns))
+        if kept is None or kept[0] is not columns:
+            kept = self._checked[id(columns)] = (columns, np.zeros(len(columns.crcs), bool))
+        return kept[1]
 
     def hold(self, info: TensorInfo, shard: int, start: int, end: int, may_map: bool
              ) -> HeldBytes:

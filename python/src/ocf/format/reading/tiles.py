@@ -27,7 +27,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ocf.format.index.model import BlockColumns, SliceBoxes, TensorInfo
-from ocf.format.reading.blocks import _RUN_GAP, READ_GROUP, BlockReader, HeldBytes
+from ocf.format.reading.blocks import _RUN_GAP, HOT_PIECE, READ_GROUP, BlockReader, HeldBytes
+from ocf.format.reading.checks import BlockChecks
 from ocf.format.workers import reader_workers
 
 
@@ -78,6 +79,7 @@ def copy_tiles(reader: BlockReader, columns: BlockColumns, info: TensorInfo,
         a, b = run
         held = reader.hold(info, int(shards[a]), int(first[a]), int(end[b - 1]), may_map)
         mine = tiles[a:b]
+        checks = reader.checks(info, columns, blocks[a:b], mine, held)
         extents = boxes.hi[mine] - boxes.lo[mine]
         by_extent = np.lexsort(extents.T[::-1])
         change = np.ones(len(mine), dtype=bool)
@@ -85,10 +87,9 @@ def copy_tiles(reader: BlockReader, columns: BlockColumns, info: TensorInfo,
         for c, d in pairwise([*np.flatnonzero(change).tolist(), len(mine)]):
             chosen = by_extent[c:d]
             chosen_blocks = blocks[a:b][chosen]
-            group = _Group(reader, columns, info, held, mine[chosen],
-                           boxes.lo[mine[chosen]] - origin, chosen_blocks,
+            group = _Group(held, boxes.lo[mine[chosen]] - origin,
                            columns.offsets[chosen_blocks].astype(np.int64) - held.offset,
-                           tuple(extents[chosen[0]].tolist()))
+                           tuple(extents[chosen[0]].tolist()), checks, chosen)
             if not group.copy_as_grid(out):
                 group.copy_one_by_one(out)
 
@@ -133,17 +134,16 @@ def copy_row_runs(reader: BlockReader, columns: BlockColumns, info: TensorInfo,
     for shard in np.unique(shards).tolist():
         mine = np.flatnonzero(shards == shard)
         held = reader.hold(info, shard, 0, 0, True)
-        reader.verify_blocks(info, columns, blocks[mine], slices[mine], held,
-                             (chunk[mine], past[mine] - chunk[mine]))
+        checks = reader.checks(info, columns, blocks[mine], slices[mine], held,
+                               (chunk[mine], past[mine] - chunk[mine]))
         by_extent = np.lexsort(extents[mine].T[::-1])
         ordered = mine[by_extent]
         change = np.ones(len(ordered), dtype=bool)
         change[1:] = (extents[ordered][1:] != extents[ordered][:-1]).any(axis=1)
         for c, d in pairwise([*np.flatnonzero(change).tolist(), len(ordered)]):
             chosen = ordered[c:d]
-            group = _Group(reader, columns, info, held, slices[chosen], corner[chosen],
-                           blocks[chosen], offsets[chosen] - held.offset,
-                           tuple(extents[chosen[0]].tolist()), checked=True)
+            group = _Group(held, corner[chosen], offsets[chosen] - held.offset,
+                           tuple(extents[chosen[0]].tolist()), checks, by_extent[c:d])
             if not group.copy_as_grid(out):
                 group.copy_one_by_one(out)
     return left
@@ -171,23 +171,19 @@ def _runs(shards: np.ndarray, first: np.ndarray, end: np.ndarray, mapped: list[b
 
 class _Group:
     """Slices of one extent whose bytes ``held`` holds: their boxes relative to the
-    region (``lo``), and their blocks."""
+    region (``lo``), where each one's bytes to copy start in ``held.data``
+    (``offsets``), and their positions in ``checks``, which checks their chunks."""
 
-    def __init__(self, reader: BlockReader, columns: BlockColumns, info: TensorInfo,
-                 held: HeldBytes, tiles: np.ndarray, lo: np.ndarray, blocks: np.ndarray,
-                 offsets: np.ndarray, extent: tuple[int, ...], checked: bool = False) -> None:
-        self.reader, self.columns, self.info, self.held = reader, columns, info, held
-        self.tiles, self.lo, self.blocks, self.extent = tiles, lo, blocks, extent
-        self.offsets = offsets  # where each slice's bytes to copy start in held.data
-        self.checked = checked  # their chunks are checked already
+    def __init__(self, held: HeldBytes, lo: np.ndarray, offsets: np.ndarray,
+                 extent: tuple[int, ...], checks: BlockChecks, positions: np.ndarray) -> None:
+        self.held, self.lo, self.offsets, self.extent = held, lo, offsets, extent
+        self.checks, self.positions = checks, positions
 
     def verify(self, among: np.ndarray) -> None:
-        if not self.checked:
-            self.reader.verify_blocks(self.info, self.columns, self.blocks[among],
-                                      self.tiles[among], self.held)
+        self.checks.check(self.positions[among])
 
     def copy_one_by_one(self, out: np.ndarray) -> None:
-        self.verify(np.arange(len(self.tiles)))
+        self.verify(np.arange(len(self.lo)))
         dtype, shape, data = out.dtype, self.extent, self.held.data
         for lo, offset in zip(self.lo.tolist(), self.offsets.tolist()):
             window = tuple(slice(s, s + e) for s, e in zip(lo, shape))
@@ -199,11 +195,11 @@ class _Group:
         constant step along each grid dimension."""
         extent = np.array(self.extent, dtype=np.int64)
         corner = self.lo - self.lo.min(axis=0)
-        if len(self.tiles) < 2 or (corner % extent).any():
+        if len(self.lo) < 2 or (corner % extent).any():
             return False
         cell = corner // extent
         counts = cell.max(axis=0) + 1
-        if int(np.prod(counts)) != len(self.tiles):  # disjoint (checked at open): a full grid
+        if int(np.prod(counts)) != len(self.lo):  # disjoint (checked at open): a full grid
             return False
         order = np.lexsort(cell.T[::-1])  # row-major over the grid
         offsets = self.offsets[order]
@@ -226,8 +222,17 @@ class _Group:
         target = np.lib.stride_tricks.as_strided(
             window, grid_shape, (*(s * e for s, e in zip(window.strides, self.extent)),
                                  *window.strides), writeable=True)
-        per_row = len(self.tiles) // int(counts[0])
-        for row in range(int(counts[0])):  # checked, then copied while in cache
-            self.verify(order[row * per_row : (row + 1) * per_row])
-            np.copyto(target[row], source[row])
+        # Checked, then copied while in the core's cache: a piece of a grid row at a time.
+        behind = prod(counts[2:].tolist())  # tiles a step along grid dimension 1 spans
+        across = int(counts[1]) if len(counts) > 1 else 1
+        step = max(1, HOT_PIECE // (behind * items.itemsize * prod(self.extent)))
+        for row in range(int(counts[0])):
+            for a in range(0, across, step):
+                b = min(a + step, across)
+                begin = (row * across + a) * behind
+                self.verify(order[begin : begin + (b - a) * behind])
+                if len(counts) > 1:
+                    np.copyto(target[row, a:b], source[row, a:b])
+                else:
+                    np.copyto(target[row], source[row])
         return True

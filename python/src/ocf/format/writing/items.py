@@ -25,7 +25,7 @@ from ocf.format.index.encoding import TableBuilder
 from ocf.format.limits import MAX_ELEMENTS, MAX_KEY_BYTES, MAX_RANK, nonzero_product
 from ocf.format.raw import to_raw
 from ocf.format.slicing import Box, arrays_disjoint, arrays_tile
-from ocf.format.writing.tiles import TileRun, grid_cells, is_regular, tile_runs
+from ocf.format.writing.tiles import BandBuffer, TileRun, grid_cells, is_regular, tile_runs
 
 # The NumPy dtypes whose arrays are their own raw bytes when C-ordered (the
 # little-endian machines' native types; ml_dtypes types export no buffer).
@@ -53,6 +53,7 @@ class Tensors:
         self.table = TableBuilder()
         self.rows: dict[str, int] = {}
         self._boxes: dict[int, _Boxes] = {}
+        self._bands = BandBuffer()  # tile runs are written one after the other
 
     def whole(self, key: str, value: object) -> Item:
         """The item that stores ``value`` whole under ``key``."""
@@ -147,7 +148,7 @@ class Tensors:
         row = self._sliced_row(key, dtype, shape)
         # The tiles of a box tile it: the box stands for them in the checks at commit.
         self._boxes[row].add(box)
-        yield from tile_runs(row, dtype, array, origin, cut)
+        yield from tile_runs(row, dtype, array, origin, cut, self._bands)
 
     def check_slices(self, must_tile: bool, path: str | os.PathLike[str]) -> None:
         """At commit: the boxes of each tensor stored in slices tile its global shape

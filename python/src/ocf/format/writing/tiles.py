@@ -32,7 +32,7 @@ BAND_BYTES = 4 << 20
 class TileRun:
     """Tiles of equal shape of one tensor, to be written one after the other: the raw
     bytes of each in turn, and the box of each (int64, a row per tile). ``data`` is
-    valid until the next run of the same box is taken (its memory is reused)."""
+    valid until the next run of the same writer is taken (its memory is reused)."""
 
     row: int
     dtype: dtypes.Dtype
@@ -85,32 +85,63 @@ def cell_extents(start: Sequence[int], extent: Sequence[int], tile: Sequence[int
                  for s, e, t in zip(start, extent, tile))
 
 
+class BandBuffer:
+    """The memory the bands of a writer's tile runs are copied into, one band at a time
+    (a writer takes the next run only once it wrote the last): one buffer, grown as
+    needed, for every box, since a fresh one each time costs the kernel's zeroing of
+    its pages, as much again as the copy."""
+
+    def __init__(self) -> None:
+        self._memory = np.empty(0, np.uint8)
+
+    def take(self, count: int, dtype: np.dtype[np.generic]) -> np.ndarray:
+        """``count`` items of ``dtype``, uninitialized; the previous ones are gone."""
+        nbytes = count * dtype.itemsize
+        if self._memory.nbytes < nbytes:
+            self._memory = np.empty(nbytes, np.uint8)
+        return self._memory[:nbytes].view(dtype)
+
+
 def tile_runs(row: int, dtype: dtypes.Dtype, array: np.ndarray, start: Sequence[int],
-              tile: Sequence[int]) -> Iterator[TileRun]:
+              tile: Sequence[int], bands: BandBuffer | None = None) -> Iterator[TileRun]:
     """The tiles of the regular box ``array`` at ``start`` (:func:`is_regular`), a band
-    of whole grid rows of about :data:`BAND_BYTES` bytes at a time."""
+    of whole grid rows of about :data:`BAND_BYTES` bytes at a time, copied into
+    ``bands`` (a buffer of the generator's own when None)."""
     rank = array.ndim
     tile = cell_extents(start, array.shape, tile)
     tile_array = np.asarray(tile, dtype=np.int64)
     grid = [e // t for e, t in zip(array.shape, tile)]
     tile_size = prod(tile) * (dtype.itemsize or 1)
     band_rows = max(1, BAND_BYTES // (tile_size * prod(grid[1:])))
+    # A grid row larger than a band (the strips of a distributed save: the box is one
+    # grid row) is cut across too, into bands of whole steps along grid dimension 1,
+    # which the copy, the checksums and the write then each find in the cache. The
+    # tiles keep the C order of the grid.
+    across = grid[1] if rank > 1 else 1
+    band_columns = across if band_rows > 1 or rank < 2 else \
+        max(1, BAND_BYTES // (tile_size * prod(grid[2:])))
     # Axes of a band reshaped to (grid 0, tile 0, grid 1, tile 1, ...): grid axes first.
     order = [*range(0, 2 * rank, 2), *range(1, 2 * rank, 2)]
     origin = np.asarray(start, dtype=np.int64)
-    # One buffer for every band: a fresh one each time costs the kernel's zeroing of
-    # its pages, as much again as the copy.
-    buffer = np.empty(min(band_rows, grid[0]) * prod(grid[1:]) * prod(tile), dtype.numpy)
-    for first in range(0, grid[0], band_rows):
+    buffer = (bands or BandBuffer()).take(
+        min(band_rows, grid[0]) * min(band_columns, across) * prod(grid[2:]) * prod(tile),
+        np.dtype(dtype.numpy))
+    for first, left in product(range(0, grid[0], band_rows), range(0, across, band_columns)):
         rows = min(band_rows, grid[0] - first)
+        columns = min(band_columns, across - left)
+        band_grid = [rows, columns, *grid[2:]][:rank]
         band = array[first * tile[0] : (first + rows) * tile[0]]
-        cells = band.reshape([n for g, t in zip([rows, *grid[1:]], tile) for n in (g, t)])
+        if rank > 1:
+            band = band[:, left * tile[1] : (left + columns) * tile[1]]
+        cells = band.reshape([n for g, t in zip(band_grid, tile) for n in (g, t)])
         moved = cells.transpose(order)
         out = buffer[: moved.size].reshape(moved.shape)
         np.copyto(out, moved, casting="unsafe")  # to the stored dtype, little-endian
         data = out.reshape(-1).view(np.uint8).data
-        index = np.indices([rows, *grid[1:]]).reshape(rank, -1).T
+        index = np.indices(band_grid).reshape(rank, -1).T
         index[:, 0] += first
+        if rank > 1:
+            index[:, 1] += left
         starts = origin + index * tile_array
         yield TileRun(row, dtype, data, tile_size, starts,
                       np.broadcast_to(tile_array, starts.shape))

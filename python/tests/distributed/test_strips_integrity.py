@@ -1,0 +1,95 @@
+"""Corrupt chunks in the strips of a multi-writer save: every read path of a resharded
+load (whole strips inside the region, runs of a strip's rows; mapped or read) refuses
+them naming the key, slice, chunk and file, however many chunks of a strip are
+checked with one call (ocf.format.crc_folding)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ocf
+from ocf.distributed.parts import PartWriter, merge_parts, new_save_id
+from ocf.format.errors import IntegrityError
+
+ROW_BYTES = 64 * 4  # a strip of the 1024 x 4096 float32 tensor: 64 columns, 4 KiB chunks
+
+
+def _saved(directory: Path) -> np.ndarray:
+    """A 16 MiB tensor saved by 4 writers split by rows: strips of 256 x 64 in 16 chunks
+    of 16 rows."""
+    full = np.random.default_rng(5).standard_normal((1024, 4096), np.float32)
+    save_id = new_save_id()
+    for part in range(4):
+        with PartWriter(directory, part=part, parts=4, save_id=save_id,
+                        tile_bytes="strips") as writer:
+            rows = slice(256 * part, 256 * part + 256)
+            writer.write_slice("w", full[rows], (rows.start, 0), full.shape)
+    merge_parts(directory, save_id=save_id, parts=4)
+    return full
+
+
+def _corrupt(directory: Path, start: tuple[int, int], rows: list[int]) -> tuple[int, str]:
+    """Flip a bit in each of ``rows`` of the strip at ``start``; its slice number and
+    the name of its file."""
+    with ocf.Reader(directory) as reader:
+        slices = reader["w"].slices
+        number = next(i for i, s in enumerate(slices) if s.start == start)
+        block = slices[number].block
+        shard = reader.index.shards[block.shard].path
+    data = bytearray((directory / shard).read_bytes())
+    for row in rows:
+        data[block.offset + row * ROW_BYTES + 9] ^= 0x10
+    (directory / shard).write_bytes(bytes(data))
+    return number, shard
+
+
+@pytest.mark.parametrize("mapped", [True, False])
+def test_a_corrupt_middle_chunk_of_a_whole_strip_is_named(tmp_path: Path,
+                                                          mapped: bool) -> None:
+    full = _saved(tmp_path)
+    number, shard = _corrupt(tmp_path, (256, 128), [7 * 16 + 3])  # chunk 7 of 16
+    with ocf.Reader(tmp_path) as reader:
+        with pytest.raises(IntegrityError, match=rf"slice {number}, chunk 7 \(bytes .* of "
+                                                 rf"{shard}\).*R-CRC-001") as caught:
+            reader.get_slice("w", np.s_[0:512, :], mapped=mapped)  # whole strips
+        assert caught.value.key == "w"
+        # The strips beside it read, and match.
+        np.testing.assert_array_equal(reader.get_slice("w", np.s_[0:512, 0:128],
+                                                       mapped=mapped), full[0:512, 0:128])
+
+
+@pytest.mark.parametrize("mapped", [True, False])
+def test_of_two_corrupt_chunks_of_a_strip_the_first_is_named(tmp_path: Path,
+                                                             mapped: bool) -> None:
+    _saved(tmp_path)
+    number, _ = _corrupt(tmp_path, (512, 0), [15 * 16, 2 * 16 + 1])  # chunks 15 and 2
+    with ocf.Reader(tmp_path) as reader:
+        with pytest.raises(IntegrityError, match=rf"slice {number}, chunk 2 \(bytes"):
+            reader.read_slice_into("w", np.s_[512:768, :], np.empty((256, 4096), np.float32))
+        with pytest.raises(IntegrityError, match=rf"slice {number}, chunk 2 \(bytes"):
+            reader.get_slice("w", np.s_[512:768, :], mapped=mapped)
+
+
+def test_a_run_of_rows_with_a_corrupt_chunk_is_refused_after_good_runs_were_read(
+        tmp_path: Path) -> None:
+    # The chunks a reader checked are not checked again; the ones it did not are.
+    full = _saved(tmp_path)
+    number, _ = _corrupt(tmp_path, (768, 4032), [200])  # chunk 12 of the last strip
+    with ocf.Reader(tmp_path) as reader:
+        np.testing.assert_array_equal(reader.get_slice("w", np.s_[770:900, :]),
+                                      full[770:900])  # chunks 0 to 8 of the strip
+        np.testing.assert_array_equal(reader.get_slice("w", np.s_[770:900, :]),
+                                      full[770:900])  # again, from the checked chunks
+        with pytest.raises(IntegrityError, match=rf"slice {number}, chunk 12 \(bytes"):
+            reader.get_slice("w", np.s_[700:1000, :])  # rows 0..232: chunks 0 to 14
+
+
+def test_a_load_without_verification_reads_a_corrupt_strip_as_stored(tmp_path: Path) -> None:
+    full = _saved(tmp_path)
+    _corrupt(tmp_path, (0, 64), [40])
+    with ocf.Reader(tmp_path, verify=False) as reader:
+        got = reader.get_slice("w", np.s_[0:256, :])
+    assert (got != full[0:256]).sum() == 1
