@@ -1,12 +1,15 @@
 """Corrupt chunks in the strips of a multi-writer save: every read path of a resharded
 load (whole strips inside the region, runs of a strip's rows; mapped or read) refuses
-them naming the key, slice, chunk and file, however many chunks of a strip are
-checked with one call (ocf.format.crc_folding)."""
+them naming the key, slice, chunk and file; every chunk is checked against its own
+CRC, so damage in two chunks whose changes cancel over the strip is found too."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
+import crc32c
 import numpy as np
 import pytest
 
@@ -71,6 +74,60 @@ def test_of_two_corrupt_chunks_of_a_strip_the_first_is_named(tmp_path: Path,
             reader.read_slice_into("w", np.s_[512:768, :], np.empty((256, 4096), np.float32))
         with pytest.raises(IntegrityError, match=rf"slice {number}, chunk 2 \(bytes"):
             reader.get_slice("w", np.s_[512:768, :], mapped=mapped)
+
+
+def _cancelling_bits(length: int, first: int, second: int) -> list[int]:
+    """Bit positions in a string of ``length`` bytes: the bit ``first``, and bits among the
+    32 from ``second`` on, whose flips leave the string's CRC-32C unchanged. CRC-32C is
+    affine: the change a set of flips makes is the XOR of the changes each makes alone,
+    so the set is a solution of 32 linear equations over GF(2)."""
+    zero = crc32c.crc32c(bytes(length))
+
+    def change(bit: int) -> int:
+        flipped = bytearray(length)
+        flipped[bit // 8] ^= 1 << (bit % 8)
+        return crc32c.crc32c(bytes(flipped)) ^ zero
+
+    pivots: dict[int, tuple[int, int]] = {}  # top bit -> (change, the flips making it)
+    for k in range(32):
+        value, flips = change(second + k), 1 << k
+        while value:
+            top = value.bit_length() - 1
+            if top not in pivots:
+                pivots[top] = (value, flips)
+                break
+            value, flips = value ^ pivots[top][0], flips ^ pivots[top][1]
+    target, chosen = change(first), 0
+    while target:
+        value, flips = pivots[target.bit_length() - 1]
+        target, chosen = target ^ value, chosen ^ flips
+    return [first] + [second + k for k in range(32) if chosen >> k & 1]
+
+
+@pytest.mark.parametrize("mapped", [True, False])
+def test_damage_in_two_chunks_that_leaves_the_strips_crc_unchanged_is_refused(
+        tmp_path: Path, mapped: bool) -> None:
+    _saved(tmp_path)
+    number, shard = _corrupt(tmp_path, (256, 128), [])  # the strip, undamaged
+    with ocf.Reader(tmp_path) as reader:
+        block = reader["w"].slices[number].block
+    data = bytearray((tmp_path / shard).read_bytes())
+    strip = slice(block.offset, block.offset + block.raw_length)
+    before = crc32c.crc32c(bytes(data[strip]))
+    chunk = 16 * ROW_BYTES
+    for bit in _cancelling_bits(block.raw_length, (3 * chunk + 100) * 8, (10 * chunk + 500) * 8):
+        data[block.offset + bit // 8] ^= 1 << (bit % 8)
+    assert crc32c.crc32c(bytes(data[strip])) == before  # one CRC over the strip sees nothing
+    (tmp_path / shard).write_bytes(bytes(data))
+    with ocf.Reader(tmp_path) as reader:
+        with pytest.raises(IntegrityError, match=rf"slice {number}, chunk 3 \(bytes"):
+            reader.get_slice("w", np.s_[0:512, :], mapped=mapped)  # whole strips
+        with pytest.raises(IntegrityError, match=rf"slice {number}, chunk 3 \(bytes"):
+            reader.get_slice("w", np.s_[300:500, :], mapped=mapped)  # runs of its rows
+    done = subprocess.run([sys.executable, "-m", "ocf", "verify", str(tmp_path)],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode != 0
+    assert f"slice {number}, chunk 3 (bytes" in done.stdout + done.stderr
 
 
 def test_a_run_of_rows_with_a_corrupt_chunk_is_refused_after_good_runs_were_read(

@@ -137,21 +137,15 @@ class BlockReader:
             whole = self._whole_maps[shard] = memoryview(self.shards[shard].mapping())
         return whole
 
-    def verify_blocks(self, info: TensorInfo, columns: BlockColumns, blocks: np.ndarray,
-                      slices: np.ndarray, held: HeldBytes,
-                      runs: tuple[np.ndarray, np.ndarray] | None = None) -> None:
-        """Checksum every chunk of the uncompressed ``blocks`` (rows of ``columns`` in one
-        shard; slices ``slices`` of ``info``, for errors), whose bytes ``held`` holds, or
-        only the chunks ``runs`` gives (the first and the count of each block's);
-        the chunks of a mapped shard once per reader. The caller counts the bytes."""
-        checks = self.checks(info, columns, blocks, slices, held, runs)
-        checks.check(np.arange(len(blocks)))
-
     def checks(self, info: TensorInfo, columns: BlockColumns, blocks: np.ndarray,
                slices: np.ndarray, held: HeldBytes,
                runs: tuple[np.ndarray, np.ndarray] | None = None) -> BlockChecks:
-        """The checks of :meth:`verify_blocks`, to run on a few blocks at a time
-        (:meth:`BlockChecks.check`), each just before its bytes are copied."""
+        """The checksums of every chunk of the uncompressed ``blocks`` (rows of ``columns``
+        in one shard; slices ``slices`` of ``info``, for errors), whose bytes ``held``
+        holds, or only of the chunks ``runs`` gives (the first and the count of each
+        block's); the chunks of a mapped shard once per reader. To run on a few blocks at
+        a time (:meth:`BlockChecks.check`), each just before its bytes are copied. The
+        caller counts the bytes."""
         return BlockChecks(self, info, columns, blocks, slices, held, runs)
 
     def verify_chunks(self, info: TensorInfo, columns: BlockColumns, blocks: np.ndarray,
