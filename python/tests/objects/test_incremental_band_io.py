@@ -1,7 +1,9 @@
 """The I/O of bands when everything changed: the bands an incremental save writes in
 batches of megabytes (their CRC-32C computed on a worker thread while they are
 written) carry the checksums of their own bytes, and a tensor read whole from
-bands alone (no region plan) still checks every chunk and reads every value."""
+bands alone (no region plan, the checksums of its single-chunk bands compared
+together) still checks every chunk, names the slice that fails, and reads every
+value."""
 
 from __future__ import annotations
 
@@ -52,7 +54,8 @@ def test_a_changed_byte_in_any_band_of_a_tensor_read_whole_fails_its_crc(
         byte = file.read(1)
         file.seek(offset + 4095)
         file.write(bytes([byte[0] ^ 0x10]))
-    with ocf.Reader(path) as reader, pytest.raises(ocf.IntegrityError, match="CRC-32C"):
+    with ocf.Reader(path) as reader, pytest.raises(
+            ocf.IntegrityError, match=f"slice {band}, chunk 0 .* CRC-32C"):
         reader.read_tensor("w")
 
 
@@ -65,3 +68,21 @@ def test_a_tensor_of_bands_and_a_slice_that_is_no_band_reads_whole(tmp_path: Pat
         np.testing.assert_array_equal(reader.read_tensor("t"), tensor)
         out = np.zeros_like(tensor)
         np.testing.assert_array_equal(reader.read_into("t", out), tensor)
+
+
+def test_bands_of_several_chunks_read_whole_and_name_a_bad_chunk(tmp_path: Path) -> None:
+    tensor = np.random.default_rng(12).random(SHAPE, dtype=np.float32)
+    path = tmp_path / "ckpt-1"
+    with ocf.Writer(path, incremental=True, chunk_size=256 << 10) as writer:
+        writer.write_many({"w": tensor})
+    with ocf.Reader(path) as reader:
+        assert {len(piece.block.chunk_crcs) for piece in reader["w"].slices} == {4}
+        np.testing.assert_array_equal(reader.read_tensor("w"), tensor)
+        offset = reader["w"].slices[3].block.offset + (600 << 10)  # in its third chunk
+    with open(path, "r+b") as file:
+        file.seek(offset)
+        byte = file.read(1)
+        file.seek(offset)
+        file.write(bytes([byte[0] ^ 0x01]))
+    with ocf.Reader(path) as reader, pytest.raises(ocf.IntegrityError, match="chunk 2 "):
+        reader.read_tensor("w")
