@@ -57,7 +57,6 @@ def read_row_bands(reader: BlockReader, columns: BlockColumns, block_of: Callabl
     return bands
 
 
-
 def _read_single_chunks(reader: BlockReader, columns: BlockColumns, info: TensorInfo,
                         bands: np.ndarray, starts: np.ndarray, blocks: np.ndarray,
                         flat: memoryview) -> None:
