@@ -2,7 +2,7 @@
 
     .venv/bin/python python/benchmarks/bench_incremental.py [--scale F] [--saves N]
         [--keep K] [--systems ocf-inc,ocf-full,torch,...] [--dir DIR] [--json PATH]
-        [--skip-gib-check]
+        [--skip-gib-check] [--rounds N]
 
 Three scenarios, sizes of the full run times ``--scale`` (default 1.0):
 
@@ -25,6 +25,11 @@ time of the latest (median of 3; every tensor into new arrays, checksums
 verified where the format has them), and the disk use of the directory after
 the last save. Ratios are to OCF full in the same
 run. Every restore is compared with the state saved.
+
+With ``--rounds N`` each scenario is run N times, the order of the systems
+rotated each round (on this machine whichever system runs first in a
+scenario pays for fresh memory, up to 2x in save time): each figure is the
+median over rounds, each ratio the median of the rounds' ratios.
 
 Last, unless ``--skip-gib-check``: a 1 GiB float32 tensor (``--check-mib``)
 is saved, then one byte at a time is changed at random places (and at its
@@ -286,7 +291,34 @@ def gib_check(mib: int, base: Path) -> dict[str, Any]:
 
 
 def _ratio(result: dict[str, Any], full: dict[str, Any] | None, key: str) -> str:
-    return f"{result[key] / full[key]:.2f}x" if full else "-"
+    if not full:
+        return "-"
+    return f"{result.get('ratios', {}).get(key, result[key] / full[key]):.2f}x"
+
+
+def rounds_of(scenario: str, systems: list[str], rounds: int, args: Any,
+              tmp: Path) -> dict[str, dict[str, Any]]:
+    """Each of ``systems`` run ``rounds`` times on ``scenario``, the order rotated each
+    round; per system the median of each figure over the rounds and (``ratios``) the
+    median of its ratios to OCF full in the same round."""
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in systems}
+    for number in range(rounds):
+        for name in systems[number % len(systems):] + systems[:number % len(systems)]:
+            where = tmp / scenario / name
+            runs[name].append(run(SYSTEMS[name](), scenario, args.scale, args.saves,
+                                  args.keep, where))
+            shutil.rmtree(where)
+            print(f"{scenario} {name} round {number + 1}: {runs[name][-1]}", file=sys.stderr,
+                  flush=True)
+    results = {}
+    for name, results_of in runs.items():
+        merged = {key: statistics.median(r[key] for r in results_of) for key in results_of[0]}
+        if "ocf-full" in runs:
+            merged["ratios"] = {key: statistics.median(
+                r[key] / f[key] for r, f in zip(results_of, runs["ocf-full"]))
+                for key in ("save", "save_cpu", "restore")}
+        results[name] = merged
+    return results
 
 
 def table(results: dict[str, dict[str, dict[str, Any]]], systems: list[str], scale: float
@@ -320,6 +352,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--skip-gib-check", action="store_true")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="runs of each scenario, the order of the systems rotated")
     parser.add_argument("--check-mib", type=int, default=1024,
                         help="size of the tensor of the one-byte-change check (1 GiB)")
     args = parser.parse_args(argv)
@@ -327,14 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict[str, dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="ocf-bench-inc-", dir=args.dir) as tmp:
         for scenario in args.scenarios.split(","):
-            results[scenario] = {}
-            for name in systems:
-                where = Path(tmp) / scenario / name
-                results[scenario][name] = run(SYSTEMS[name](), scenario, args.scale,
-                                              args.saves, args.keep, where)
-                shutil.rmtree(where)
-                print(f"{scenario} {name}: {results[scenario][name]}", file=sys.stderr,
-                      flush=True)
+            results[scenario] = rounds_of(scenario, systems, args.rounds, args, Path(tmp))
         check = None if args.skip_gib_check else gib_check(args.check_mib, Path(tmp) / "gib")
     print(table(results, systems, args.scale))
     if check is not None:

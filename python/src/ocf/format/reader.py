@@ -438,11 +438,15 @@ class Reader(Source[TensorInfo]):
         boxes = tables.slice_boxes(info.key)
         assert boxes is not None  # a tensor stored in slices
         columns = tables.block_columns
-        plan = plan_region(boxes, columns, *box)
         if box[1] == info.shape and info.dtype.numpy is not None \
                 and info.dtype.numpy.kind != "b":  # the whole tensor: its bands first
             done = read_row_bands(self._blocks, columns, tables.block, info, boxes, out)
-            plan = RegionPlan(*(np.setdiff1d(part, done) for part in plan))
+            if len(done) == len(boxes.blocks):  # all of it (an incremental save's bands)
+                return
+            plan = RegionPlan(*(np.setdiff1d(part, done)
+                                for part in plan_region(boxes, columns, *box)))
+        else:
+            plan = plan_region(boxes, columns, *box)
         if info.dtype.numpy is None or info.dtype.numpy.kind == "b":  # strings and bools
             others = np.sort(np.concatenate(plan))  # need their checks
         else:

@@ -334,6 +334,30 @@ class BlockReader:
             for (block, _), block_crcs in zip(blocks, crcs):
                 self._check_crcs(info, block, range(block.chunk_count), block_crcs)
 
+    def read_local_chunks(self, info: TensorInfo, reads: list[tuple[int, int, memoryview]],
+                          expected: np.ndarray, block_of: Callable[[int], Block]) -> None:
+        """Read uncompressed blocks of one chunk each from local files (the bands of a
+        tensor): ``reads`` holds (shard, offset, output) per block, ``expected`` their
+        CRC-32C, ``block_of(i)`` block ``i`` (to name it in an error). Taken in turn by
+        this thread and idle workers, as :meth:`read_local_blocks` takes blocks, with
+        no Block built per read and the checksums compared at once."""
+        found = np.zeros(len(reads), dtype=np.int64)
+        verify = self.verify
+
+        def read(at: int) -> None:
+            shard, offset, out = reads[at]
+            self.shards[shard].read_into(out, offset)
+            if verify:
+                found[at] = crc32c(out)
+
+        self.bytes_read += sum(len(out) for _, _, out in reads)
+        reader_workers().share(in_turn(len(reads), read), len(reads) - 1)
+        if verify:
+            wrong = np.flatnonzero(found != expected)
+            if wrong.size:
+                at = int(wrong[0])
+                self._check_crc(info, block_of(at), 0, int(found[at]))
+
     def finish_reads(self, reads: list[GroupRead]) -> None:
         """Wait for group reads and check their checksums, in order."""
         # Every read ends before any error is raised: none outlives the call (the

@@ -172,10 +172,10 @@ class BlockEmitter:
         limit = self._committer.shard_limit
         position = output.position
         buffers: list[memoryview] = []
+        raws: list[memoryview] = []
         rows: list[int] = []
         offsets: list[int] = []
         sizes: list[int] = []
-        crcs: list[int] = []
         boxes: list[Box | None] = []
         for item in itertools.islice(items, first, None):
             size = len(item.raw)
@@ -185,16 +185,22 @@ class BlockEmitter:
             if offset > position:
                 buffers.append(_ZEROS[: offset - position])
             buffers.append(item.raw)
+            raws.append(item.raw)
             rows.append(item.row)
             offsets.append(offset)
             sizes.append(size)
-            crcs.append(crc32c(item.raw))
             boxes.append(item.box)
             position = offset + size
+        # A batch of megabytes (the bands of an incremental write) is checksummed on a
+        # worker thread while this one writes it, as a large block is.
+        pending = self._pool.submit(_checksums, raws) \
+            if position - offsets[0] >= _PARALLEL_CRC else None
+        crcs = _checksums(raws) if pending is None else []
         if len(buffers) == 1:  # write() gathers small writes (a write() call a tensor)
             output.write(buffers[0])
         else:
             output.write_many(buffers)
+        crcs = crcs if pending is None else pending.result()
         self._table.add_plain_blocks(rows, self._committer.shard, offsets, sizes, crcs, boxes)
         return first + len(rows)
 
@@ -303,6 +309,11 @@ class BlockEmitter:
     def _encode_chunk(self, raw: memoryview, itemsize: int) -> tuple[memoryview | bytes, int]:
         stored = self._codec.encode(raw, self._level, itemsize)
         return stored, crc32c(stored)
+
+
+def _checksums(buffers: list[memoryview]) -> list[int]:
+    """The CRC-32C of each buffer of ``buffers``."""
+    return [crc32c(buffer) for buffer in buffers]
 
 
 def _oldest(window: deque[tuple[list[Item], Future[list[Found | None]]]]
