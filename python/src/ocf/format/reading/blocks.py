@@ -456,11 +456,9 @@ class BlockReader:
 
         todo = list(chunks)
         self.bytes_read += sum(end - start for start, end in map(block.stored_range, todo))
-        if len(todo) > 1:
-            reader_workers().map(decode, todo)
-        else:
-            for i in todo:
-                decode(i)
+        # Taken in turn by this thread and idle workers: one job per worker, not a future
+        # per chunk, so that a process short of memory still reads (on this thread alone).
+        reader_workers().share(in_turn(len(todo), lambda at: decode(todo[at])), len(todo) - 1)
 
     # -- checksums ----------------------------------------------------------------
 
