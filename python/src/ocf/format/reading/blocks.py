@@ -148,32 +148,6 @@ class BlockReader:
         caller counts the bytes."""
         return BlockChecks(self, info, columns, blocks, slices, held, runs)
 
-    def verify_chunks(self, info: TensorInfo, columns: BlockColumns, blocks: np.ndarray,
-                      slices: np.ndarray, held: HeldBytes,
-                      runs: tuple[np.ndarray, np.ndarray]) -> None:
-        """Checksum the chunks ``runs`` of ``blocks`` one by one; raise IntegrityError
-        naming the first that does not match."""
-        raw = columns.raw_lengths[blocks].astype(np.int64)
-        owner = np.repeat(np.arange(len(blocks)), runs[1])
-        position = np.arange(len(owner)) - np.repeat(np.cumsum(runs[1]) - runs[1], runs[1]) + \
-            np.repeat(runs[0], runs[1])
-        size = np.where(columns.chunk_sizes[blocks] == 0, raw,
-                        columns.chunk_sizes[blocks]).astype(np.int64)
-        base = columns.offsets[blocks].astype(np.int64)[owner]
-        first = base + size[owner] * position
-        last = np.minimum(first + size[owner], base + raw[owner])
-        expected = columns.crcs[columns.crc_start[blocks].astype(np.int64)[owner] + position]
-        data = held.data
-        for i, (a, b) in enumerate(zip((first - held.offset).tolist(),
-                                       (last - held.offset).tolist())):
-            crc = crc32c(data[a:b])
-            if crc != int(expected[i]):
-                raise IntegrityError(
-                    f"slice {int(slices[owner[i]])}, chunk {int(position[i])} (bytes "
-                    f"{int(first[i])}...{int(last[i])} of {self.shards[held.shard].path.name}) "
-                    f"has CRC-32C {crc:#010x}, the index says {int(expected[i]):#010x}",
-                    path=self.path, key=info.key, requirement="R-CRC-001")
-
     def checked_chunks(self, columns: BlockColumns) -> np.ndarray:
         """Which chunks of the block table ``columns`` (rows of its ``crcs``) this reader
         has checked in mapped shards."""

@@ -65,22 +65,28 @@ class BlockChecks:
         if not len(todo):
             return
         count = self.count[todo]
-        rows = _chunk_rows(self.row[todo], count)
+        positions = _run_positions(count)
+        rows = np.repeat(self.row[todo], count) + positions
         size = np.repeat(self.size[todo], count)
-        start = np.repeat(self.begin[todo], count) + size * _run_positions(count)
+        start = np.repeat(self.begin[todo], count) + size * positions
         stop = np.minimum(start + size, np.repeat(self.end[todo], count))
         data = self.held.data
         got = np.array([crc32c(data[a:b]) for a, b in zip(start.tolist(), stop.tolist())],
                        dtype=np.uint32)
-        if np.array_equal(got, self.columns.crcs[rows]):
+        expected = self.columns.crcs[rows]
+        wrong = np.flatnonzero(got != expected)
+        if not len(wrong):
             self.pending[todo] = False
             if self.checked is not None:
                 self.checked[rows] = True
             return
-        self.reader.verify_chunks(self.info, self.columns, self.blocks[todo], self.slices[todo],
-                                  self.held, (self.first[todo], count))
-        raise IntegrityError(  # cannot happen: verify_chunks found the chunk that differs
-            f"slice {int(self.slices[todo[0]])}: a chunk does not match its CRC-32C",
+        at = int(wrong[0])
+        block = int(todo[np.searchsorted(np.cumsum(count), at, side="right")])
+        begin, end = (int(start[at]) + self.held.offset, int(stop[at]) + self.held.offset)
+        raise IntegrityError(
+            f"slice {int(self.slices[block])}, chunk {int(self.first[block] + positions[at])} "
+            f"(bytes {begin}...{end} of {self.reader.shards[self.held.shard].path.name}) has "
+            f"CRC-32C {int(got[at]):#010x}, the index says {int(expected[at]):#010x}",
             path=self.reader.path, key=self.info.key, requirement="R-CRC-001")
 
 
