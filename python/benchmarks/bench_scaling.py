@@ -2,7 +2,7 @@
 each engine's own format.
 
     .venv/bin/python python/benchmarks/bench_scaling.py [--mib 128,1024] [--repeat 3]
-        [--s3-mib 128] [--quick]
+        [--rounds 3] [--s3-mib 128] [--quick]
 
 The state is ``--mib`` MiB of float32 in 8 tensors, split by rows over the
 writers (each holds its share only); every size in the list is a run of its
@@ -29,7 +29,15 @@ returns only once its checkpoint is complete).
   ``ocf`` (``ocf.distributed.jax.save``) and ``orbax``
   (``orbax.checkpoint.StandardCheckpointer``, waited for).
 
-Reported per system and writer count: the median over ``--repeat`` saves of
+Every system of a writer count (every loader of a split) runs ``--rounds``
+times, each time a new group of processes making one untimed save and
+``--repeat`` timed ones, the order of the systems rotated by one each round:
+on the machine these figures come from, whichever job runs first after a quiet
+spell pays seconds of system time to fault in memory the host took back, and
+a fixed order made the raw floor pay it every time (``--profile`` makes it one
+round, a profile file per job and rank).
+
+Reported per system and writer count: the median over every round's saves of
 the whole save's MB/s (state bytes / slowest writer's time), the slowest
 and the fastest writer's stall (time inside the save call), and the ratio of
 the time to the raw floor's with the same writers (to ``raw-s3`` on S3); then
@@ -324,10 +332,8 @@ def _profiling(args: argparse.Namespace) -> dict[str, Any]:
     return {"profile": os.path.abspath(args.profile), "native": args.native}
 
 
-def _save_rows(args: argparse.Namespace, mib: int, base: Path, server: Any,
-               sources: dict[str, str]) -> list[tuple[Any, ...]]:
-    """Every save system at every writer count; the 4-writer OCF and DCP checkpoints
-    are kept in ``sources`` for the loads."""
+def _save_systems(args: argparse.Namespace, mib: int, server: Any) -> list[tuple[str, str]]:
+    """The (engine, system) pairs to save at ``mib`` MiB; the floors always stay."""
     systems = [("torch", "raw"), ("torch", "ocf"), ("torch", "ocf-dcp"), ("torch", "dcp"),
                ("jax", "ocf"), ("jax", "orbax")]
     if server is not None and mib <= args.s3_mib:
@@ -336,29 +342,69 @@ def _save_rows(args: argparse.Namespace, mib: int, base: Path, server: Any,
         wanted = set(args.systems.split(",")) | {"raw", "raw-s3"}
         systems = [(e, s) for e, s in systems
                    if (s if e == "torch" else f"jax-{s}") in wanted]
+    return systems
+
+
+def _in_rounds(args: argparse.Namespace, names: list[str], run: Any, label: str
+               ) -> dict[str, list[list[list[float]]]]:
+    """``run(name)`` for every name, ``--rounds`` times, the order rotated by one each
+    round; every name's results, a list of per-rank lists per round. On this machine the
+    first job after a quiet spell pays for memory the host took back (seconds of system
+    time to fault in pages), so no system may always come first."""
+    results: dict[str, list[list[list[float]]]] = {name: [] for name in names}
+    for r in range(args.rounds):
+        turn = r % len(names)
+        for name in names[turn:] + names[:turn]:
+            print(f"{label} {name} (round {r + 1} of {args.rounds}) ...", file=sys.stderr,
+                  flush=True)
+            results[name].append(run(name))
+    return results
+
+
+def _over_repeats(args: argparse.Namespace, rounds: list[list[list[float]]],
+                  combine: Any, offset: int = 0) -> float:
+    """The typical value (``_typical``) over every repeat of every round of
+    ``combine(every rank's value of that repeat)``; ``offset`` picks the measure (0:
+    times, ``--repeat``: CPU seconds)."""
+    return _typical(args, [combine(ranks[offset + n] for ranks in per_rank)
+                           for per_rank in rounds for n in range(args.repeat)])
+
+
+def _save_rows(args: argparse.Namespace, mib: int, base: Path, server: Any,
+               sources: dict[str, str]) -> list[tuple[Any, ...]]:
+    """Every save system at every writer count; the 4-writer OCF and DCP checkpoints
+    are kept in ``sources`` for the loads."""
+    systems = {f"{engine} {system}": (engine, system)
+               for engine, system in _save_systems(args, mib, server)}
     rows = []
-    floor: dict[str, float] = {}
-    floor_cpu: dict[str, float] = {}
     for world in (int(w) for w in args.writers.split(",")):
-        for engine, system in systems:
+        def run(name: str, world: int = world) -> list[list[float]]:
+            engine, system = systems[name]
             job: dict[str, Any] = {"engine": engine, "system": system, "mib": mib,
                                    "repeat": args.repeat, **_profiling(args)}
-            if system.endswith("-s3"):
-                job["url"] = f"s3://{server.new_bucket()}/ckpt"
-                job["storage_options"] = server.storage_options
-            print(f"{mib} MiB: {engine} {system} x{world} ...", file=sys.stderr, flush=True)
-            times = measure(job, world, base)
-            wall = _typical(args, [max(t[n] for t in times) for n in range(args.repeat)])
-            fastest = _typical(args, [min(t[n] for t in times) for n in range(args.repeat)])
+            if not system.endswith("-s3"):
+                return measure(job, world, base)
+            bucket = server.new_bucket()  # emptied after: moto keeps objects in memory
+            job["url"] = f"s3://{bucket}/ckpt"
+            job["storage_options"] = server.storage_options
+            try:
+                return measure(job, world, base)
+            finally:
+                server.fs.rm(bucket, recursive=True)
+
+        results = _in_rounds(args, list(systems), run, f"{mib} MiB: x{world}")
+        floor: dict[str, tuple[float, float]] = {}
+        for name, (engine, system) in systems.items():
+            wall = _over_repeats(args, results[name], max)
+            fastest = _over_repeats(args, results[name], min)
             # CPU seconds of all writers together (every thread, user and system): what
             # the save costs the machine, which a busy machine's scheduling hides less.
-            cpu = _typical(args, [sum(t[args.repeat + n] for t in times)
-                                  for n in range(args.repeat)])
-            floor_of = "raw-s3" if system.endswith("-s3") else "raw"
+            cpu = _over_repeats(args, results[name], sum, args.repeat)
             if system.startswith("raw"):
-                floor[system], floor_cpu[system] = wall, cpu
+                floor[system] = (wall, cpu)
+            floor_wall, floor_cpu = floor["raw-s3" if system.endswith("-s3") else "raw"]
             rows.append((mib, engine, system, world, mib * 1.048576 / wall, wall, fastest,
-                         wall / floor[floor_of], cpu, cpu / floor_cpu[floor_of]))
+                         wall / floor_wall, cpu, cpu / floor_cpu))
         if world == 4 and not args.no_loads:
             _save_sources(mib, base, base, sources)
     return rows
@@ -381,22 +427,25 @@ def _load_rows(args: argparse.Namespace, mib: int, base: Path,
     """Resharded loads of the 4-writer checkpoints by 2 and 3 processes, by rows and by
     columns: OCF's load_into and DCP's load of its own checkpoint."""
     rows = []
-    repeat = args.repeat
+    source_of = {"dcp-load": sources["dcp"], "ocf-load": sources["ocf"]}
     for world, axis in ((w, a) for w in (2, 3) for a in (0, 1)):
-        dcp_wall = dcp_cpu = 0.0
-        for system, source in (("dcp-load", sources["dcp"]), ("ocf-load", sources["ocf"])):
-            job = {"engine": "torch", "system": system, "mib": mib, "repeat": repeat,
-                   "source": source, "axis": axis, **_profiling(args)}
-            print(f"{mib} MiB: {system} x{world} axis {axis} ...", file=sys.stderr, flush=True)
-            results = measure(job, world, base)
-            wall = _typical(args, [max(t[n] for t in results) for n in range(repeat)])
-            # CPU seconds of the busiest loader: what a loaded machine distorts least.
-            cpu = _typical(args, [max(t[repeat + n] for t in results)
-                                  for n in range(repeat)])
-            dcp_wall, dcp_cpu = dcp_wall or wall, dcp_cpu or cpu
-            amplification = max(t[-1] for t in results) if system == "ocf-load" else None
-            rows.append((mib, system, world, "rows" if axis == 0 else "columns", wall,
-                         wall / dcp_wall, cpu, cpu / dcp_cpu, amplification))
+        def run(system: str, world: int = world, axis: int = axis) -> list[list[float]]:
+            job = {"engine": "torch", "system": system, "mib": mib, "repeat": args.repeat,
+                   "source": source_of[system], "axis": axis, **_profiling(args)}
+            return measure(job, world, base)
+
+        split = "rows" if axis == 0 else "columns"
+        results = _in_rounds(args, list(source_of), run, f"{mib} MiB: x{world} {split}")
+        dcp_wall = _over_repeats(args, results["dcp-load"], max)
+        # CPU seconds of the busiest loader: what a loaded machine distorts least.
+        dcp_cpu = _over_repeats(args, results["dcp-load"], max, args.repeat)
+        for system in source_of:
+            wall = _over_repeats(args, results[system], max)
+            cpu = _over_repeats(args, results[system], max, args.repeat)
+            amplification = max(ranks[-1] for per_rank in results[system]
+                                for ranks in per_rank) if system == "ocf-load" else None
+            rows.append((mib, system, world, split, wall, wall / dcp_wall, cpu,
+                         cpu / dcp_cpu, amplification))
     return rows
 
 
@@ -404,7 +453,8 @@ def _print_tables(args: argparse.Namespace, saves: list[tuple[Any, ...]],
                   loads: list[tuple[Any, ...]]) -> None:
     print(f"float32 in {TENSORS} tensors split by rows; {'best' if args.best else 'median'} "
           f"of {args.repeat} after a "
-          f"warm-up; {os.cpu_count()} cores.\n")
+          f"warm-up in each of {args.rounds} rounds (systems in a rotated order); "
+          f"{os.cpu_count()} cores.\n")
     print("| MiB | engine | system | writers | MB/s | slowest writer (s) | fastest writer (s) "
           "| time / raw floor | CPU s (all writers) | CPU / raw's |")
     print("|--:|---|---|--:|--:|--:|--:|--:|--:|--:|")
@@ -429,7 +479,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--mib", default="128,1024", help="state sizes, comma-separated")
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="timed saves or loads per job, after a warm-up")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="every job this many times, the order of the systems rotated")
     parser.add_argument("--writers", default="1,2,4")
     parser.add_argument("--s3-mib", type=int, default=128,
                         help="the largest state size also saved to S3 (moto holds it in memory)")
@@ -455,7 +508,11 @@ def main() -> None:
         worker(json.loads(args.worker))
         return
     if args.quick:
-        args.mib, args.repeat, args.s3_mib = "64", 1, 0
+        args.mib, args.repeat, args.rounds, args.s3_mib = "64", 1, 1, 0
+    if args.profile:
+        args.rounds = 1  # one profile file per job and rank
+    if args.dir:
+        os.makedirs(args.dir, exist_ok=True)
     base = Path(tempfile.mkdtemp(prefix="ocf-scaling-", dir=args.dir))
     server = None
     if args.s3_mib > 0 and not args.loads_only:
