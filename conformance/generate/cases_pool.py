@@ -20,7 +20,7 @@ from ocf.v1 import index_pb2
 
 import semantic
 from case_dirs import Suite, error
-from ocfbytes import PREAMBLE, Builder
+from ocfbytes import PREAMBLE, Block, Builder, Tensor
 
 ROOT = "run"
 POOL = f"{ROOT}/ocf-pool"
@@ -125,20 +125,63 @@ def linked_checkpoint_file(suite: Suite) -> None:
     second.tensors.append(replace(frozen, blocks=[replace(frozen.blocks[0], shard=1)]))
     second.expected_tensors["frozen"] = first.expected_tensors["frozen"]
     second.add("head", "float32", [6], _raw(6, 3), shard=0)
+    _over_linked_file(suite, "read.pool.linked-checkpoint-file",
+                      ["R-POOL-002", "R-POOL-003", "R-POOL-004"],
+                      "run/ckpt-2 keeps head in its own data region and frozen in a pool object "
+                      "that is the whole file of the retired single-file checkpoint ckpt-1 "
+                      "(preamble, data region, index and footer), as a hard link made by a later "
+                      "save leaves it: the pool object's data region runs to its end, and its "
+                      "SHA-256 covers the index and footer too.", first_file, second)
+
+
+def _over_linked_file(suite: Suite, case: str, requirements: list[str], description: str,
+                      first_file: bytes, second: Builder) -> None:
+    """The read case of ``second``, run/ckpt-2, whose shard 1 is the pool object that is
+    ``first_file``, the whole file of the retired checkpoint ckpt-1 linked into the pool
+    by save 2 ([R-COMMIT-007])."""
     index = second.index()
     index.shards[1].length = len(first_file)
     index.shards[1].pool_sha256 = hashlib.sha256(first_file).digest()
     index.header.required_features.append(FEATURE)
-    suite.read("read.pool.linked-checkpoint-file", requirements=["R-POOL-002", "R-POOL-003",
-                                                                 "R-POOL-004"],
-               description="run/ckpt-2 keeps head in its own data region and frozen in a "
-               "pool object that is the whole file of the retired single-file checkpoint "
-               "ckpt-1 (preamble, data region, index and footer), as a hard link made by a "
-               "later save leaves it: the pool object's data region runs to its end, and its "
-               "SHA-256 covers the index and footer too.",
+    suite.read(case, requirements=requirements, description=description,
                files={f"{POOL}/{_name(2)}": first_file,
                       f"{ROOT}/ckpt-2": second.files(index, minor=2)["index.ocf"]},
                input=f"{ROOT}/ckpt-2", expect=second.expect())
+
+
+def bands_of_a_whole_block(suite: Suite) -> None:
+    """Bands of rows referenced as runs of chunks of a block stored whole: save 1 wrote
+    ``emb`` (22 rows of 1 KiB) whole in chunks of 4096 bytes (4 rows); save 2 wrote
+    its rows 4 to 15 anew and referenced the others in save 1's file, linked into the
+    pool: rows 0 to 3 as chunk 0 (a block of one chunk), rows 16 to 21 as chunks 4
+    and 5 (the second the block's short last chunk); save 1 is retired."""
+    chunk, row = 4096, 1024
+    old, new = _raw(22 * 256, 7), _raw(22 * 256, 8)
+    first = Builder([""])
+    whole_tensor = first.add("emb", "float32", [22, 256], old, chunk_size=chunk)
+    whole = whole_tensor.blocks[0]
+    first_file = first.files(minor=2)["index.ocf"]
+    second = Builder(["", _name(2)])
+    crcs = whole.chunk_crcs
+    middle = second.encode(new[4 * row:16 * row], 4, chunk_size=chunk)
+    middle.start, middle.extent = [4, 0], [12, 256]
+    second.tensors.append(Tensor("emb", whole_tensor.dtype, [22, 256], [
+        Block(1, whole.offset, 4 * row, 4 * row, chunk_crcs=crcs[:1], start=[0, 0],
+              extent=[4, 256]),
+        middle,
+        Block(1, whole.offset + 16 * row, 6 * row, 6 * row, chunk_size=chunk,
+              chunk_crcs=crcs[4:], start=[16, 0], extent=[6, 256])], sliced=True))
+    second.expected_tensors["emb"] = semantic.tensor(
+        "float32", [22, 256], old[:4 * row] + new[4 * row:16 * row] + old[16 * row:])
+    _over_linked_file(suite, "read.pool.bands-of-a-whole-block",
+                      ["R-POOL-003", "R-POOL-004", "R-SLICE-002", "R-CHUNK-001", "R-CRC-001"],
+                      "run/ckpt-2 stores emb (22 x 256 float32) in three slices of whole rows: "
+                      "rows 4-15 in its own data region; rows 0-3 and 16-21 in the pool object "
+                      "that is the whole file of the retired checkpoint ckpt-1, which stored emb "
+                      "whole in chunks of 4096 bytes: each slice is a run of whole chunks of that "
+                      "block (bytes [0, 4096) as one chunk, chunk_size 0; bytes [16384, 22528) as "
+                      "chunks of 4096, the last one short) with those chunks' CRCs.",
+                      first_file, second)
 
 
 def _reject(suite: Suite, name: str, requirements: list[str], category: str,
@@ -228,5 +271,6 @@ def file_rejects(suite: Suite) -> None:
 def generate(suite: Suite) -> None:
     reads(suite)
     linked_checkpoint_file(suite)
+    bands_of_a_whole_block(suite)
     index_rejects(suite)
     file_rejects(suite)

@@ -259,7 +259,7 @@ def _cpu_seconds() -> float:
 def gib_check(mib: int, base: Path) -> dict[str, Any]:
     """One byte changed at a time in a tensor of ``mib`` MiB: every change is saved."""
     import ocf
-    from ocf.format.writing.pooled import bands
+    from ocf.format.writing.banding import bands
 
     base.mkdir(parents=True)
     elements = mib * MiB // 4

@@ -26,7 +26,7 @@ import ocf
 from ocf.format.checksum import crc32c
 from ocf.format.pool import POOL_DIRECTORY
 from ocf.format.pool_gc import collect_pool, referenced_objects
-from ocf.format.writing.pooled import BAND_BYTES
+from ocf.format.writing.banding import BAND_BYTES
 
 CHUNK = 1 << 20  # the writer's default chunk size: the unit of a CRC
 ROWS, COLUMNS = 4096, 4096  # float32: 64 MiB, 64 bands of 1 MiB

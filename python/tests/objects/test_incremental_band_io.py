@@ -19,15 +19,20 @@ import ocf
 SHAPE = (8192, 512)  # float32: 16 MiB, sixteen bands of 1 MiB, batched four at a time
 
 
-def _two_saves(root: Path) -> tuple[Path, np.ndarray]:
-    """A base and an incremental save on it in which every byte changed; the second's
+def _two_saves(root: Path, **options: int) -> tuple[Path, np.ndarray]:
+    """A base and an incremental save on it in which every band changed, but the first
+    16 rows (32 KiB) did not: its bands are kept (a tensor whose bands all changed from
+    their first bytes on is written whole), and every band is written; the second's
     path and tensor."""
     tensor = np.random.default_rng(11).random(SHAPE, dtype=np.float32)
-    with ocf.Writer(root / "ckpt-1", incremental=True) as writer:
+    with ocf.Writer(root / "ckpt-1", incremental=True, **options) as writer:
         writer.write_many({"w": tensor})
-    tensor = tensor + np.float32(1)
-    with ocf.Writer(root / "ckpt-2", incremental=True, base=root / "ckpt-1") as writer:
+    tensor[16:] += np.float32(1)
+    with ocf.Writer(root / "ckpt-2", incremental=True, base=root / "ckpt-1",
+                    **options) as writer:
         writer.write_many({"w": tensor})
+    with ocf.Reader(root / "ckpt-2") as reader:
+        assert not any(shard.pool_sha256 for shard in reader.index.shards)  # all written
     return root / "ckpt-2", tensor
 
 
@@ -71,10 +76,7 @@ def test_a_tensor_of_bands_and_a_slice_that_is_no_band_reads_whole(tmp_path: Pat
 
 
 def test_bands_of_several_chunks_read_whole_and_name_a_bad_chunk(tmp_path: Path) -> None:
-    tensor = np.random.default_rng(12).random(SHAPE, dtype=np.float32)
-    path = tmp_path / "ckpt-1"
-    with ocf.Writer(path, incremental=True, chunk_size=256 << 10) as writer:
-        writer.write_many({"w": tensor})
+    path, tensor = _two_saves(tmp_path, chunk_size=256 << 10)
     with ocf.Reader(path) as reader:
         assert {len(piece.block.chunk_crcs) for piece in reader["w"].slices} == {4}
         np.testing.assert_array_equal(reader.read_tensor("w"), tensor)

@@ -15,7 +15,7 @@ from incremental_support import link_threshold, stored_in_own_file, verify_fully
 
 import ocf
 from ocf.format.pool import POOL_DIRECTORY
-from ocf.format.writing.pooled import (
+from ocf.format.writing.banding import (
     BAND_BYTES,
     FINE_BAND_BYTES,
     LARGE_TABLE_BYTES,

@@ -30,15 +30,11 @@ from ocf.format.reader import Reader
 from ocf.format.slicing import Box
 from ocf.format.storage.backend import Layout, backend_of
 from ocf.format.storage.location import Location, StorageOptions, locate
+from ocf.format.writing.banding import banded_items
 from ocf.format.writing.blocks import BlockEmitter
 from ocf.format.writing.committers import Committer, committer_for
 from ocf.format.writing.items import Item, Tensors
-from ocf.format.writing.pooled import (
-    Reuse,
-    banded_items,
-    open_base,
-    pooled_committer,
-)
+from ocf.format.writing.pooled import Reuse, open_base, pooled_committer
 from ocf.v1 import index_pb2
 
 DEFAULT_CHUNK_SIZE = 1 << 20
@@ -125,9 +121,9 @@ class Writer:
         self._tensors = Tensors()
         self._graph: list[Node] | None = None
         self._closed = False
-        self._incremental = incremental
         self._base: Reader | None = None
         reuse = None
+        self._reuse: Reuse | None = None  # an incremental write's lookups in the base
         if incremental:
             self._base = open_base(base, self.target)  # refused before a file is made
             try:
@@ -135,7 +131,8 @@ class Writer:
             except BaseException:
                 self._close_base()
                 raise
-            reuse = Reuse(self._base, self._tensors, committer).block_for
+            self._reuse = Reuse(self._base, self._tensors, committer)
+            reuse = self._reuse.block_for
             self._committer: Committer = committer
         else:
             self._committer = committer_for(layout, storage, self.target,
@@ -149,8 +146,8 @@ class Writer:
     def write(self, key: str, array: np.ndarray, *, chunk_size: int | None = None) -> None:
         """Store ``array`` whole under ``key``; its bytes are written now, in chunks of
         ``chunk_size`` bytes (None: the writer's ``chunk_size``)."""
-        self._emit(self._whole_items(((key, array),)),
-                   None if chunk_size is None else checked_chunk_size(chunk_size))
+        chunk_size = None if chunk_size is None else checked_chunk_size(chunk_size)
+        self._emit(self._whole_items(((key, array),), chunk_size), chunk_size)
 
     def write_many(
         self, tensors: Mapping[str, np.ndarray] | Iterable[tuple[str, np.ndarray]]
@@ -176,11 +173,14 @@ class Writer:
         pairs = tensors.items() if isinstance(tensors, Mapping) else tensors
         self._emit(self._whole_items(pairs))
 
-    def _whole_items(self, pairs: Iterable[tuple[str, np.ndarray]]) -> Iterator[Item]:
-        """The items that store each array whole under its key."""
-        if self._incremental:  # large tensors as bands of rows, each reused or written
+    def _whole_items(self, pairs: Iterable[tuple[str, np.ndarray]],
+                     chunk_size: int | None = None) -> Iterator[Item]:
+        """The items that store each array whole under its key, in chunks of
+        ``chunk_size`` (None: the writer's)."""
+        if self._reuse is not None:  # large tensors as bands of rows, each reused or written
+            chunk, changed = chunk_size or self.chunk_size, self._reuse.all_changed
             return (item for key, value in pairs
-                    for item in banded_items(self._tensors, key, value))
+                    for item in banded_items(self._tensors, key, value, chunk, changed))
         return (self._tensors.whole(key, value) for key, value in pairs)
 
     def write_slice(

@@ -82,10 +82,11 @@ class BlockEmitter:
                 if reused is not None:  # already in the pool: nothing to write
                     self._table.add_block(item.row, reused, item.box)
                     continue
-                if not self._batches(item, chunk):  # after the blocks gathered before it
+                size = chunk if item.chunk_size is None else item.chunk_size
+                if not self._batches(item, size):  # after the blocks gathered before it
                     self._write_batch(batch)
                     gathered = 0
-                    self._table.add_block(item.row, self._store(item, chunk), item.box)
+                    self._table.add_block(item.row, self._store(item, size), item.box)
                     continue
                 batch.append(item)
                 gathered += len(item.raw)

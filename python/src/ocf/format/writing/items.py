@@ -42,6 +42,8 @@ class Item:
     dtype: dtypes.Dtype
     raw: memoryview  # flat bytes: len() is the byte count
     box: Box | None  # (start, extent) of a slice; None for a tensor stored whole
+    # Its chunk size, when not the one the write gives all its items (0: one chunk).
+    chunk_size: int | None = None
 
 
 class Tensors:

@@ -26,7 +26,7 @@ import errno
 import os
 import stat
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -51,23 +51,11 @@ from ocf.format.slicing import Box
 from ocf.format.storage.backend import Backend, Output
 from ocf.format.storage.local import LocalInput
 from ocf.format.storage.location import Location
+from ocf.format.writing.banding import part_of
 from ocf.format.writing.committers import Committer, remove_temporaries_of
 from ocf.format.writing.items import Item, Tensors
 from ocf.v1 import index_pb2
 
-# Tensors above this many bytes are stored as bands of rows of about this size: the
-# unit a later save reuses or rewrites. One default chunk: a changed byte rewrites
-# 1 MiB. Each band costs a lookup and an index row per save (some 30 us on the
-# benchmark machine), so bands are not made smaller where whole tensors change.
-BAND_BYTES = 1 << 20
-# Tensors above this many bytes, such as embedding tables, whose updates touch runs
-# of rows at scattered places, are stored as bands of FINE_BAND_BYTES (within
-# _MAX_BANDS): a run of changed rows then rewrites little more than itself (2% of a
-# table in 8 runs: 1.4x the changed bytes at 256 MiB, against 2.5x with 1 MiB bands).
-LARGE_TABLE_BYTES = 64 << 20
-FINE_BAND_BYTES = 256 << 10
-# Bands per tensor at most, well inside the slices-per-tensor limit [R-SLICE-004].
-_MAX_BANDS = 4096
 # Bytes compared at a time when a block's bytes are checked against the stored ones:
 # small enough that a changed block is told after little work, large enough that
 # the per-piece cost is nothing.
@@ -85,37 +73,6 @@ _LINK_SHARE_DIVISOR = 16
 # then written again instead of reused.
 _NO_HARD_LINKS = {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP,
                   errno.EACCES}
-
-
-def bands(shape: tuple[int, ...], itemsize: int, band_bytes: int | None = None
-          ) -> list[Box] | None:
-    """Boxes of whole rows (along the first dimension) of about ``band_bytes`` each
-    that tile ``shape``; None when the tensor is small enough to stay whole."""
-    total = int(np.prod(shape, dtype=np.int64)) * itemsize if shape else itemsize
-    band_bytes = band_bytes_for(total) if band_bytes is None else band_bytes
-    if not shape or total <= band_bytes or shape[0] < 2:
-        return None
-    row_bytes = total // shape[0]
-    rows = max(1, band_bytes // max(row_bytes, 1), -(-shape[0] // _MAX_BANDS))
-    rest = tuple(shape[1:])
-    return [((start,) + (0,) * len(rest), (min(rows, shape[0] - start), *rest))
-            for start in range(0, shape[0], rows)]
-
-
-def band_bytes_for(total: int) -> int:
-    """The size of the bands of a tensor of ``total`` bytes (before _MAX_BANDS)."""
-    return FINE_BAND_BYTES if total > LARGE_TABLE_BYTES else BAND_BYTES
-
-
-def banded_items(tensors: Tensors, key: str, value: object) -> Iterator[Item]:
-    """The items that store ``value`` under ``key``: whole, or as bands of rows."""
-    array = value if isinstance(value, np.ndarray) else np.asarray(value)
-    boxes = bands(tuple(array.shape), array.dtype.itemsize) \
-        if array.dtype.kind not in "OUS" else None
-    if boxes is None:
-        yield tensors.whole(key, array)
-        return
-    yield from tensors.slices(key, array, (0,) * array.ndim, array.shape, boxes)
 
 
 @dataclass(frozen=True)
@@ -309,9 +266,7 @@ class Reuse:
         Safe on any thread (it compares bytes); the function is called on the writing
         thread, in order, when the lookups of the next few MiB of items have run or
         are running (their unchanged bytes then count towards linking the file)."""
-        key = self._tensors.table.keys[item.row]
-        box = None if item.box is None else (tuple(item.box[0]), tuple(item.box[1]))
-        stored = self._stored.get((key, box))
+        stored = self._stored_for(item)
         if stored is None or stored.dtype != item.dtype \
                 or stored.block.raw_length != len(item.raw):
             return None
@@ -323,6 +278,64 @@ class Reuse:
             self._unchanged[stored.shard_number] = \
                 self._unchanged.get(stored.shard_number, 0) + len(item.raw)
         return partial(self._reference_own, stored)
+
+    def _stored_for(self, item: Item) -> _Stored | None:
+        """The stored block of the base whose place ``item`` takes: the same slice, or
+        for a band of rows the run of chunks of a tensor the base stores whole that
+        holds its rows (the base wrote it whole, every band changed)."""
+        key = self._tensors.table.keys[item.row]
+        box = None if item.box is None else (tuple(item.box[0]), tuple(item.box[1]))
+        stored = self._stored.get((key, box))
+        if stored is not None or box is None:
+            return stored
+        whole = self._stored.get((key, None))
+        shape = self._tensors.table.shapes[item.row]
+        if whole is None or any(box[0][1:]) or box[1][1:] != shape[1:] or not box[1][0]:
+            return None  # no band of whole rows, or no tensor stored whole to cut it from
+        row_bytes = len(item.raw) // box[1][0]
+        part = part_of(whole.block, box[0][0] * row_bytes, len(item.raw))
+        return None if part is None else _Stored(part, whole.dtype, whole.shard,
+                                                 whole.shard_number)
+
+    def all_changed(self, key: str, raw: np.ndarray, boxes: list[Box]) -> bool:
+        """Whether each band ``boxes`` of the tensor ``key`` (``raw``, its bytes) differs
+        from the base's bytes in its place in its first bytes (or has none there): the
+        tensor is then written whole. Only a layout is decided here; what is reused is
+        decided by comparing all of a block's bytes (:meth:`block_for`)."""
+        whole = self._stored.get((key, None))
+        if whole is not None and whole.block.raw_length != len(raw):
+            whole = None
+        row_bytes = len(raw) // (boxes[-1][0][0] + boxes[-1][1][0])
+        band = boxes[0][1][0] * row_bytes
+        piece = min(_FIRST_PIECE, band)
+        if whole is not None and whole.shard_number in self._maps:
+            return self._all_firsts_differ(whole, raw, band, piece)
+        for start, extent in boxes:
+            first = start[0] * row_bytes
+            stored = whole if whole is not None else \
+                self._stored.get((key, (tuple(start), tuple(extent))))
+            if stored is None:
+                continue  # nothing stored in its place: written anyway
+            at = first if stored is whole else 0
+            new = raw[first:first + min(piece, stored.block.raw_length - at)]
+            if len(new) and _equal(self._stored_bytes(stored, at, at + len(new)), new):
+                return False
+        return True
+
+    def _all_firsts_differ(self, whole: _Stored, raw: np.ndarray, band: int, piece: int
+                           ) -> bool:
+        """Whether the first ``piece`` bytes of every band (``band`` bytes each, the last
+        maybe shorter) of ``raw`` differ from those in its place in ``whole``, a mapped
+        block of the same length: one array comparison for all bands."""
+        mapped = self._maps[whole.shard_number]
+        offset, full = whole.block.offset, len(raw) // band
+        old = mapped[offset:offset + full * band].reshape(full, band)[:, :piece]
+        new = raw[:full * band].reshape(full, band)[:, :piece]
+        if not (old != new).any(axis=1).all():
+            return False
+        last = full * band  # the short last band, if any
+        end = min(last + piece, len(raw))
+        return last == len(raw) or not _equal(mapped[offset + last:offset + end], raw[last:end])
 
     def _reference_own(self, stored: _Stored) -> Block | None:
         """The block of the new index for the bytes of ``stored``, in the base's own
@@ -356,22 +369,24 @@ class Reuse:
 
     def _same_bytes(self, stored: _Stored, raw: memoryview) -> bool:
         """Whether the stored block holds exactly ``raw``, compared byte for byte."""
-        assert self._base is not None
-        source = self._base.shard_input(stored.shard_number)
         new = np.frombuffer(raw, np.uint8)
-        offset = stored.block.offset
-        # A local file is compared through its map (no copy); an object piece by piece.
-        mapped = self._maps.get(stored.shard_number)
         # A changed block stops early: most often at its first bytes (a tensor that
         # changed changed everywhere), so a small piece is compared first.
         ends = [min(_FIRST_PIECE, len(new)), *range(_COMPARE_PIECE, len(new), _COMPARE_PIECE),
                 len(new)]
-        for start, end in pairwise([0, *sorted(set(ends))]):
-            old = mapped[offset + start:offset + end] if mapped is not None else \
-                np.frombuffer(source.pread(end - start, offset + start), np.uint8)
-            if not _equal(old, new[start:end]):
-                return False
-        return True
+        return all(_equal(self._stored_bytes(stored, start, end), new[start:end])
+                   for start, end in pairwise([0, *sorted(set(ends))]))
+
+    def _stored_bytes(self, stored: _Stored, start: int, end: int) -> np.ndarray:
+        """The raw bytes ``[start, end)`` of the block ``stored``: through the map of a
+        local file (no copy), else read."""
+        assert self._base is not None
+        offset = stored.block.offset
+        mapped = self._maps.get(stored.shard_number)
+        if mapped is not None:
+            return mapped[offset + start:offset + end]
+        source = self._base.shard_input(stored.shard_number)
+        return np.frombuffer(source.pread(end - start, offset + start), np.uint8)
 
 
 def _equal(a: np.ndarray, b: np.ndarray) -> bool:
