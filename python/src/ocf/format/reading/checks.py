@@ -53,8 +53,8 @@ class BlockChecks:
         # A mapped shard's chunks are checked once per reader.
         self.checked = reader.checked_chunks(columns) if held.mapped else None
         self.pending = self.count > 0
-        if self.checked is not None and self.pending.any():
-            todo = np.flatnonzero(self.pending)
+        if self.checked is not None and self.pending.any() and self.checked.any():
+            todo = np.flatnonzero(self.pending)  # (a reader's first read checked none)
             self.pending[todo] = _any_unchecked(self.checked, self.row[todo], self.count[todo])
         offset = columns.offsets[blocks].astype(np.int64)  # below 2^63, checked at open
         self.begin = offset + self.size * self.first - held.offset
