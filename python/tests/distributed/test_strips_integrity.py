@@ -150,3 +150,46 @@ def test_a_load_without_verification_reads_a_corrupt_strip_as_stored(tmp_path: P
     with ocf.Reader(tmp_path, verify=False) as reader:
         got = reader.get_slice("w", np.s_[0:256, :])
     assert (got != full[0:256]).sum() == 1
+
+
+@pytest.mark.parametrize("mapped", [True, False])
+def test_a_corrupt_strip_beside_strips_already_checked_is_named(tmp_path: Path,
+                                                                mapped: bool) -> None:
+    # The strips at column 64 are checked by the first read; the second read checks
+    # the others of the same rows, which then no longer lie side by side in the file.
+    full = _saved(tmp_path)
+    number, shard = _corrupt(tmp_path, (0, 128), [5 * 16 + 2])  # chunk 5
+    with ocf.Reader(tmp_path) as reader:
+        np.testing.assert_array_equal(reader.get_slice("w", np.s_[0:512, 64:128]),
+                                      full[0:512, 64:128])
+        with pytest.raises(IntegrityError, match=rf"slice {number}, chunk 5 \(bytes .* of "
+                                                 rf"{shard}\).*R-CRC-001") as caught:
+            reader.get_slice("w", np.s_[0:512, :], mapped=mapped)
+        assert caught.value.key == "w"
+
+
+@pytest.mark.parametrize("region", [np.s_[0:500, :], np.s_[100:300, :]])
+def test_a_corrupt_short_last_chunk_of_a_strip_is_named(tmp_path: Path,
+                                                        region: tuple[slice, ...]) -> None:
+    # 1000 x 4096 by 4 writers: strips of 250 x 66 float32, 66,000 bytes, 16 chunks of
+    # 4 KiB and a last one of 464 bytes; read whole (rows 0 to 500) or as runs of rows.
+    full = np.random.default_rng(6).standard_normal((1000, 4096), np.float32)
+    save_id = new_save_id()
+    for part in range(4):
+        with PartWriter(tmp_path, part=part, parts=4, save_id=save_id,
+                        tile_bytes="strips") as writer:
+            rows = slice(250 * part, 250 * part + 250)
+            writer.write_slice("w", full[rows], (rows.start, 0), full.shape)
+    merge_parts(tmp_path, save_id=save_id, parts=4)
+    with ocf.Reader(tmp_path) as reader:
+        number = next(i for i, s in enumerate(reader["w"].slices) if s.start == (0, 66))
+        block = reader["w"].slices[number].block
+        assert (block.raw_length, block.chunk_size) == (66_000, 4096)
+        shard = reader.index.shards[block.shard].path
+        np.testing.assert_array_equal(reader.get_slice("w", region), full[region])
+    data = bytearray((tmp_path / shard).read_bytes())
+    data[block.offset + block.raw_length - 10] ^= 0x08  # in chunk 16, the short one
+    (tmp_path / shard).write_bytes(bytes(data))
+    with ocf.Reader(tmp_path) as reader, pytest.raises(
+            IntegrityError, match=rf"slice {number}, chunk 16 \(bytes .* of {shard}\).*R-CRC-001"):
+        reader.get_slice("w", region)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from itertools import accumulate
-from typing import NoReturn
+from typing import Any, ClassVar, NoReturn
 
 import numpy as np
 
@@ -498,27 +498,19 @@ class Tables(Mapping[str, TensorInfo]):
 
 
 class _ColumnLists:
-    """The checked columns of a Tables as Python lists of Python ints."""
+    """The checked columns of a Tables as Python lists of Python ints, each made on first
+    use: a load of a few tensors stored in thousands of chunks needs their rows of the
+    tensor table, not the CRC of every chunk as a list."""
 
-    def __init__(self, t: Tables) -> None:
-        self.dtypes = t._dtypes.tolist()
-        self.ranks = t._ranks.tolist()
-        self.dims = t._dims.tolist()
-        self.dim_start = t._dim_start.tolist()
-        self.slice_counts = t._slice_counts.tolist()
-        self.first_block = t._first_block.tolist()
-        self.shards = t._shards.tolist()
-        self.offsets = t._offsets.tolist()
-        self.stored = t._stored.tolist()
-        self.raw = t._raw.tolist()
-        self.codecs = t._codecs.tolist()
-        self.shuffles = t._shuffles.tolist()
-        self.chunk_sizes = t._chunk_sizes.tolist()
-        self.crc_start = t._crc_start.tolist()
-        self.crcs = t._crc_array.tolist()
-        self.chunk_counts = t._chunk_counts.tolist()
-        self.stored_start = t._stored_start.tolist()
-        self.chunk_stored = t._chunk_stored.tolist()
-        self.slice_starts = t._slice_starts.tolist()
-        self.slice_extents = t._slice_extents.tolist()
-        self.box_start = t._box_start.tolist()
+    # The column of Tables each list is made of, where its name is not "_" + the list's.
+    _COLUMNS: ClassVar[dict[str, str]] = {"crcs": "_crc_array"}
+
+    def __init__(self, tables: Tables) -> None:
+        self._tables = tables
+
+    def __getattr__(self, name: str) -> list[Any]:  # a column not made yet
+        if name.startswith("_"):
+            raise AttributeError(name)
+        values: list[Any] = getattr(self._tables, self._COLUMNS.get(name, f"_{name}")).tolist()
+        setattr(self, name, values)
+        return values

@@ -246,8 +246,9 @@ class BlockEmitter:
         step = chunk_size or size
 
         def checksums() -> list[int]:
-            if size % step == 0:  # chunks tile the tiles: one flat pass (thousands of chunks)
-                return [crc32c(tiles[a : a + step]) for a in range(0, len(tiles), step)]
+            if size % step == 0:  # chunks tile the tiles: rows of one array (thousands)
+                return list(map(crc32c, np.ndarray((len(tiles) // step, step), np.uint8,
+                                                   tiles)))
             return [crc32c(tiles[a : a + min(step, size - (a % size))])
                     for t in range(0, len(tiles), size) for a in range(t, t + size, step)]
 
