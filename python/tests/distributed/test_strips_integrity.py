@@ -193,3 +193,23 @@ def test_a_corrupt_short_last_chunk_of_a_strip_is_named(tmp_path: Path,
     with ocf.Reader(tmp_path) as reader, pytest.raises(
             IntegrityError, match=rf"slice {number}, chunk 16 \(bytes .* of {shard}\).*R-CRC-001"):
         reader.get_slice("w", region)
+
+
+def test_a_corrupt_slice_of_a_grid_stored_out_of_c_order_is_named(tmp_path: Path) -> None:
+    """Slices side by side in the file but not in the grid's C order (a writer may store
+    them in any order): the damaged one is named, not its neighbour in the grid."""
+    path = tmp_path / "t.ocf"
+    full = np.random.default_rng(1).standard_normal((1, 128, 64), np.float32)
+    column_major = [((0, 0, 0), (1, 64, 32)), ((0, 64, 0), (1, 64, 32)),
+                    ((0, 0, 32), (1, 64, 32)), ((0, 64, 32), (1, 64, 32))]
+    with ocf.Writer(path, chunk_size=4096) as writer:
+        writer.write_slices("w", full, (0, 0, 0), full.shape, column_major)
+    with ocf.Reader(path) as reader:
+        block = reader["w"].slices[1].block
+    data = bytearray(path.read_bytes())
+    data[block.offset + 4096 + 7] ^= 0x20  # slice 1, chunk 1
+    path.write_bytes(bytes(data))
+    with ocf.Reader(path) as reader, pytest.raises(IntegrityError) as raised:
+        reader.get_slice("w", np.s_[0:1, 0:128, 0:64])
+    assert f"slice 1, chunk 1 (bytes {block.offset + 4096}...{block.offset + 8192} " \
+           f"of t.ocf)" in str(raised.value)

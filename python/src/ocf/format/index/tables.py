@@ -502,15 +502,22 @@ class _ColumnLists:
     use: a load of a few tensors stored in thousands of chunks needs their rows of the
     tensor table, not the CRC of every chunk as a list."""
 
-    # The column of Tables each list is made of, where its name is not "_" + the list's.
-    _COLUMNS: ClassVar[dict[str, str]] = {"crcs": "_crc_array"}
+    # The column of Tables each list is made of, by the list's name.
+    _COLUMNS: ClassVar[dict[str, str]] = {
+        **{name: f"_{name}" for name in (
+            "dtypes", "ranks", "dims", "dim_start", "slice_counts", "first_block", "shards",
+            "offsets", "stored", "raw", "codecs", "shuffles", "chunk_sizes", "crc_start",
+            "chunk_counts", "stored_start", "chunk_stored", "slice_starts", "slice_extents",
+            "box_start")},
+        "crcs": "_crc_array"}
 
     def __init__(self, tables: Tables) -> None:
         self._tables = tables
 
     def __getattr__(self, name: str) -> list[Any]:  # a column not made yet
-        if name.startswith("_"):
+        column = self._COLUMNS.get(name)
+        if column is None:
             raise AttributeError(name)
-        values: list[Any] = getattr(self._tables, self._COLUMNS.get(name, f"_{name}")).tolist()
+        values: list[Any] = getattr(self._tables, column).tolist()
         setattr(self, name, values)
         return values

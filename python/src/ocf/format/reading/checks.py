@@ -68,7 +68,9 @@ class BlockChecks:
         chunk that does not match."""
         if not self.reader.verify:
             return
-        todo = among[self.pending[among]]
+        # In block order: a run is told by its first and last block, and a failing
+        # chunk is named by its place among them.
+        todo = np.sort(among[self.pending[among]])
         if not len(todo):
             return
         rows, got = self._checksums(todo)
