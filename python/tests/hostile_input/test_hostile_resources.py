@@ -211,3 +211,16 @@ def test_shard_name_of_a_named_pipe_is_not_found_without_blocking(tmp_path: Path
     assert outcome
     # "a reader MUST report NOT_FOUND when no regular file has that name" [R-SHARD-002]
     assert isinstance(outcome[0], ocf.NotFoundError), outcome
+
+
+def test_a_file_truncated_while_open_is_malformed_when_first_mapped(tmp_path: Path) -> None:
+    """Another process may shorten a checkpoint file between the open, which checked its
+    length, and the first mapped read: that read fails with an OCF error naming the
+    file, not with the mapping's own exception."""
+    path = tmp_path / "t.ocf"
+    ocf.save_file({"w": np.arange(1 << 16, dtype=np.float32)}, path)
+    with ocf.Reader(path) as reader:
+        os.truncate(path, 4096)
+        with pytest.raises(ocf.MalformedError, match="truncated while open") as raised:
+            reader.get_slice("w", np.s_[0:16], mapped=True)
+    assert "t.ocf" in str(raised.value)

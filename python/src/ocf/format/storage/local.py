@@ -142,7 +142,12 @@ class LocalInput:
 
     def mapping(self) -> mmap.mmap:
         if self._map is None:
-            self._map = mmap.mmap(self.fd, self.size, access=mmap.ACCESS_READ)
+            try:
+                self._map = mmap.mmap(self.fd, self.size, access=mmap.ACCESS_READ)
+            except ValueError as error:  # the file is shorter than when it was opened
+                raise MalformedError(
+                    f"file shrank below the {self.size} bytes it had when opened: "
+                    "truncated while open", path=self.path) from error
         return self._map
 
     def pread(self, length: int, offset: int) -> bytes:
