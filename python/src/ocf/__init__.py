@@ -12,7 +12,7 @@ ocf.interop.registry, whichever entry point is used first.
 Examples:
     >>> import ocf
     >>> ocf.__version__
-    '0.4.1'
+    '0.4.2'
 """
 
 from __future__ import annotations
