@@ -20,15 +20,17 @@ from ocf.format.errors import IntegrityError
 ROW_BYTES = 64 * 4  # a strip of the 1024 x 4096 float32 tensor: 64 columns, 4 KiB chunks
 
 
-def _saved(directory: Path) -> np.ndarray:
-    """A 16 MiB tensor saved by 4 writers split by rows: strips of 256 x 64 in 16 chunks
-    of 16 rows."""
-    full = np.random.default_rng(5).standard_normal((1024, 4096), np.float32)
+def _saved(directory: Path, shape: tuple[int, int] = (1024, 4096), seed: int = 5
+           ) -> np.ndarray:
+    """A float32 tensor of ``shape`` (by default 16 MiB) saved by 4 writers split by rows
+    into strips (of 256 x 64 in 16 chunks of 16 rows, by default)."""
+    full = np.random.default_rng(seed).standard_normal(shape, np.float32)
     save_id = new_save_id()
+    share = shape[0] // 4
     for part in range(4):
         with PartWriter(directory, part=part, parts=4, save_id=save_id,
                         tile_bytes="strips") as writer:
-            rows = slice(256 * part, 256 * part + 256)
+            rows = slice(share * part, share * part + share)
             writer.write_slice("w", full[rows], (rows.start, 0), full.shape)
     merge_parts(directory, save_id=save_id, parts=4)
     return full
@@ -173,14 +175,7 @@ def test_a_corrupt_short_last_chunk_of_a_strip_is_named(tmp_path: Path,
                                                         region: tuple[slice, ...]) -> None:
     # 1000 x 4096 by 4 writers: strips of 250 x 66 float32, 66,000 bytes, 16 chunks of
     # 4 KiB and a last one of 464 bytes; read whole (rows 0 to 500) or as runs of rows.
-    full = np.random.default_rng(6).standard_normal((1000, 4096), np.float32)
-    save_id = new_save_id()
-    for part in range(4):
-        with PartWriter(tmp_path, part=part, parts=4, save_id=save_id,
-                        tile_bytes="strips") as writer:
-            rows = slice(250 * part, 250 * part + 250)
-            writer.write_slice("w", full[rows], (rows.start, 0), full.shape)
-    merge_parts(tmp_path, save_id=save_id, parts=4)
+    full = _saved(tmp_path, (1000, 4096), seed=6)
     with ocf.Reader(tmp_path) as reader:
         number = next(i for i, s in enumerate(reader["w"].slices) if s.start == (0, 66))
         block = reader["w"].slices[number].block
