@@ -478,3 +478,19 @@ def test_checkpoint_manager_keeps_the_newest_and_resumes_a_fresh_program(tmp_pat
     assert np.array_equal(fresh_model.kernel.value, model.kernel.value)
     assert fresh_optimizer.iterations == 4
     assert Path(fresh.save()).name == "ckpt-5"  # numbering continues from the restored counter
+
+
+class _Untracked:
+    """An object OCF has no adapter for, as a framework's module is before its adapter
+    is imported."""
+
+
+def test_a_keyword_that_would_save_nothing_is_refused_naming_it() -> None:
+    with pytest.raises(ocf.InvalidError, match=r"Checkpoint\(model=\.\.\.\): a .*_Untracked "
+                                               r"is neither trackable nor a scalar"):
+        ocf.Checkpoint(model=_Untracked())
+
+
+def test_scalars_and_trackable_keywords_are_still_taken() -> None:
+    checkpoint = ocf.Checkpoint(step=3, name=None, weights=np.zeros(2, np.float32))
+    assert checkpoint.step == 3 and checkpoint.name is None

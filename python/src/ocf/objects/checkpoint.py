@@ -21,7 +21,7 @@ from ocf.format.errors import InvalidError
 from ocf.format.storage.location import StorageOptions
 from ocf.objects.restoring import NameMap, Rename, RestoreStatus, restore
 from ocf.objects.saving import write, write_async
-from ocf.objects.tracking import Module, Variable
+from ocf.objects.tracking import Module, Variable, is_trackable, is_metadata
 
 SAVE_COUNTER = "save_counter"
 
@@ -43,6 +43,15 @@ class Checkpoint(Module):
             if name == SAVE_COUNTER:
                 raise InvalidError(f"{SAVE_COUNTER!r} is the checkpoint's own counter; name "
                                    "the object otherwise")
+            if not is_trackable(value) and not is_metadata(value):
+                # Saved as nothing otherwise: a framework's objects become trackable only
+                # once its adapter is imported.
+                kind = f"{type(value).__module__}.{type(value).__qualname__}"
+                raise InvalidError(
+                    f"Checkpoint({name}=...): a {kind} is neither trackable nor a scalar, so "
+                    "nothing of it would be saved; import its framework's adapter first "
+                    "(ocf.torch, ocf.jax, ocf.tensorflow, ocf.keras) or pass an object OCF "
+                    "tracks")
             setattr(self, name, value)
 
     def ocf_children(self) -> Mapping[str, object]:

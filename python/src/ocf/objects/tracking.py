@@ -285,6 +285,11 @@ def is_trackable(obj: object) -> bool:
         any(cls in _ADAPTERS for cls in type(obj).__mro__)
 
 
+def is_metadata(obj: object) -> bool:
+    """Whether ``obj`` is saved as a node's metadata (a Python scalar)."""
+    return isinstance(obj, _SCALARS)
+
+
 def assign_in_place(target: np.ndarray, value: np.ndarray) -> None:
     """Copy a restored value into an existing array; shape and dtype must match."""
     if target.shape != value.shape or target.dtype != value.dtype:
