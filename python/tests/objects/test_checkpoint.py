@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -493,4 +495,16 @@ def test_a_keyword_that_would_save_nothing_is_refused_naming_it() -> None:
 
 def test_scalars_and_trackable_keywords_are_still_taken() -> None:
     checkpoint = ocf.Checkpoint(step=3, name=None, weights=np.zeros(2, np.float32))
-    assert checkpoint.step == 3 and checkpoint.name is None
+    assert checkpoint.step == 3
+    assert checkpoint.name is None
+
+
+def test_a_torch_module_passed_before_its_adapter_is_imported_names_the_adapter() -> None:
+    # A fresh process: this test session may already have imported ocf.torch.
+    program = "import ocf, torch\nocf.Checkpoint(model=torch.nn.Linear(2, 2))\n"
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                            check=False)
+    assert result.returncode == 1
+    assert "Checkpoint(model=...): a torch.nn.modules.linear.Linear is neither trackable" \
+        in result.stderr
+    assert "import ocf.torch first" in result.stderr

@@ -21,9 +21,24 @@ from ocf.format.errors import InvalidError
 from ocf.format.storage.location import StorageOptions
 from ocf.objects.restoring import NameMap, Rename, RestoreStatus, restore
 from ocf.objects.saving import write, write_async
-from ocf.objects.tracking import Module, Variable, is_trackable, is_metadata
+from ocf.objects.tracking import Module, Variable, is_metadata, is_trackable
 
 SAVE_COUNTER = "save_counter"
+
+# The adapter that makes a framework's objects trackable, by the framework's top-level
+# package: until it is imported, such an object would be saved as nothing.
+_ADAPTER_FOR_PACKAGE = {"torch": "ocf.torch", "jax": "ocf.jax", "jaxlib": "ocf.jax",
+                        "flax": "ocf.jax", "optax": "ocf.jax", "tensorflow": "ocf.tensorflow",
+                        "keras": "ocf.keras", "tf_keras": "ocf.keras"}
+
+
+def _untracked_message(name: str, value: object) -> str:
+    module = type(value).__module__
+    adapter = _ADAPTER_FOR_PACKAGE.get(module.partition(".")[0])
+    advice = (f"import {adapter} first" if adapter else
+              "pass an ocf.Module, a Variable, an array, a list or dict of them, or a scalar")
+    return (f"Checkpoint({name}=...): a {module}.{type(value).__qualname__} is neither "
+            f"trackable nor a scalar, so nothing of it would be saved; {advice}")
 
 
 class Checkpoint(Module):
@@ -44,14 +59,7 @@ class Checkpoint(Module):
                 raise InvalidError(f"{SAVE_COUNTER!r} is the checkpoint's own counter; name "
                                    "the object otherwise")
             if not is_trackable(value) and not is_metadata(value):
-                # Saved as nothing otherwise: a framework's objects become trackable only
-                # once its adapter is imported.
-                kind = f"{type(value).__module__}.{type(value).__qualname__}"
-                raise InvalidError(
-                    f"Checkpoint({name}=...): a {kind} is neither trackable nor a scalar, so "
-                    "nothing of it would be saved; import its framework's adapter first "
-                    "(ocf.torch, ocf.jax, ocf.tensorflow, ocf.keras) or pass an object OCF "
-                    "tracks")
+                raise InvalidError(_untracked_message(name, value))
             setattr(self, name, value)
 
     def ocf_children(self) -> Mapping[str, object]:
