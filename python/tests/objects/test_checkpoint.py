@@ -508,3 +508,24 @@ def test_a_torch_module_passed_before_its_adapter_is_imported_names_the_adapter(
     assert "Checkpoint(model=...): a torch.nn.modules.linear.Linear is neither trackable" \
         in result.stderr
     assert "import ocf.torch first" in result.stderr
+
+
+@pytest.mark.parametrize(("value", "named"), [
+    ([np.zeros(2), _Untracked()], r"Checkpoint\(model=\.\.\.\)\[1\]: a .*_Untracked"),
+    ({"layers": ({"w": _Untracked()},)}, r"\['layers'\]\[0\]\['w'\]: a .*_Untracked"),
+    ({0: np.zeros(2)}, r"Checkpoint\(model=\.\.\.\): the key 0 is not a string"),
+])
+def test_a_part_of_a_dict_or_list_that_would_save_nothing_is_refused_naming_where(
+        value: object, named: str) -> None:
+    with pytest.raises(ocf.InvalidError, match=named):
+        ocf.Checkpoint(model=value)
+
+
+def test_dicts_and_lists_of_arrays_and_scalars_are_taken_and_saved(tmp_path: Path) -> None:
+    state = {"layers": [np.arange(3.0), {"bias": np.ones(2)}], "step": 7, "name": "run"}
+    path = ocf.Checkpoint(model=state).save(tmp_path / "ckpt")
+    restored = {"layers": [np.zeros(3), {"bias": np.zeros(2)}], "step": 0, "name": ""}
+    ocf.Checkpoint(model=restored).restore(path).assert_consumed()
+    np.testing.assert_array_equal(restored["layers"][0], np.arange(3.0))
+    np.testing.assert_array_equal(restored["layers"][1]["bias"], np.ones(2))
+    assert restored["step"] == 7

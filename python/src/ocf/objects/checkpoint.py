@@ -32,13 +32,29 @@ _ADAPTER_FOR_PACKAGE = {"torch": "ocf.torch", "jax": "ocf.jax", "jaxlib": "ocf.j
                         "keras": "ocf.keras", "tf_keras": "ocf.keras"}
 
 
-def _untracked_message(name: str, value: object) -> str:
-    module = type(value).__module__
-    adapter = _ADAPTER_FOR_PACKAGE.get(module.partition(".")[0])
-    advice = (f"import {adapter} first" if adapter else
-              "pass an ocf.Module, a Variable, an array, a list or dict of them, or a scalar")
-    return (f"Checkpoint({name}=...): a {module}.{type(value).__qualname__} is neither "
-            f"trackable nor a scalar, so nothing of it would be saved; {advice}")
+def _refuse_what_would_be_dropped(where: str, value: object) -> None:
+    """InvalidError naming the first part of ``value`` (itself, or an item of a plain
+    dict, list or tuple in it, at any depth) that would be saved as nothing: neither
+    trackable nor a scalar, or under a dict key that is not a string."""
+    if is_metadata(value):
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InvalidError(f"{where}: the key {key!r} is not a string, so nothing "
+                                   "under it would be saved; name it with a string")
+            _refuse_what_would_be_dropped(f"{where}[{key!r}]", item)
+    elif isinstance(value, (list, tuple)):
+        for number, item in enumerate(value):
+            _refuse_what_would_be_dropped(f"{where}[{number}]", item)
+    elif not is_trackable(value):
+        module = type(value).__module__
+        adapter = _ADAPTER_FOR_PACKAGE.get(module.partition(".")[0])
+        advice = (f"import {adapter} first" if adapter else "pass an ocf.Module, a "
+                  "Variable, an array, a list or dict of them, or a scalar")
+        raise InvalidError(f"{where}: a {module}.{type(value).__qualname__} is neither "
+                           f"trackable nor a scalar, so nothing of it would be saved; "
+                           f"{advice}")
 
 
 class Checkpoint(Module):
@@ -58,8 +74,7 @@ class Checkpoint(Module):
             if name == SAVE_COUNTER:
                 raise InvalidError(f"{SAVE_COUNTER!r} is the checkpoint's own counter; name "
                                    "the object otherwise")
-            if not is_trackable(value) and not is_metadata(value):
-                raise InvalidError(_untracked_message(name, value))
+            _refuse_what_would_be_dropped(f"Checkpoint({name}=...)", value)
             setattr(self, name, value)
 
     def ocf_children(self) -> Mapping[str, object]:
