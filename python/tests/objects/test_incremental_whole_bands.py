@@ -189,3 +189,31 @@ def test_equal_bytes_of_another_dtype_are_written_not_referenced(tmp_path: Path)
         assert not reader.index.shards[whole.shard].pool_sha256  # in its own file
         assert reader.index.tensors["w"].dtype.name == "int32"
     np.testing.assert_array_equal(verify_fully(path)["w"], as_integers)
+
+
+def test_a_refused_duplicate_equal_to_the_base_does_not_make_the_first_one_reused(
+        tmp_path: Path) -> None:
+    """What the layout's comparison found belongs to the item compared: a second array
+    under the same key, equal to the base and refused, says nothing of the first."""
+    # 2 MiB, two bands: the first array's lookup is still to run when the second is refused.
+    base = np.random.default_rng(10).random((1024, 512), dtype=np.float32)
+    _save(tmp_path, "ckpt-1", None, base)
+    changed = base + np.float32(1)
+    writer = ocf.Writer(tmp_path / "ckpt-2", incremental=True, base=tmp_path / "ckpt-1")
+    with pytest.raises(ocf.InvalidError, match="key written twice"):
+        writer.write_many([("w", changed), ("w", base)])
+    writer.commit()  # the tensors before the refused one are written
+    np.testing.assert_array_equal(verify_fully(tmp_path / "ckpt-2")["w"], changed)
+
+
+def test_a_refused_reshape_equal_to_the_base_leaves_nothing_for_a_later_write(
+        tmp_path: Path) -> None:
+    base = _tensor(11)
+    _save(tmp_path, "ckpt-1", None, base)
+    writer = ocf.Writer(tmp_path / "ckpt-2", incremental=True, base=tmp_path / "ckpt-1")
+    with pytest.raises(ocf.LimitExceededError, match="rank 33"):
+        writer.write("w", base.reshape(base.shape + (1,) * 31))
+    one_row = (base + np.float32(1)).reshape(1, -1)  # one row: stored whole, never banded
+    writer.write("w", one_row)
+    writer.commit()
+    np.testing.assert_array_equal(verify_fully(tmp_path / "ckpt-2")["w"], one_row)

@@ -46,9 +46,10 @@ FINE_BAND_BYTES = 256 << 10
 _MAX_BANDS = 4096
 
 # Whether the tensor ``key`` (its raw bytes), cut into the bands ``boxes``, is written
-# whole: every band changed since the base, or none did and the base stores it whole.
-# The question :func:`banded_items` asks of an incremental write's reuse.
-WritesWhole = Callable[[str, np.ndarray, list[Box]], bool]
+# whole, and why: every band changed since the base (False), or none did and the base
+# stores it whole (True); None: in bands. The question :func:`banded_items` asks of an
+# incremental write's reuse.
+WritesWhole = Callable[[str, np.ndarray, list[Box]], bool | None]
 
 
 def bands(shape: tuple[int, ...], itemsize: int, band_bytes: int | None = None
@@ -84,10 +85,13 @@ def banded_items(tensors: Tensors, key: str, value: object, chunk_size: int,
         return
     chunk = _band_chunk(boxes[0][1][0] * (array.nbytes // array.shape[0]), chunk_size)
     # Its bytes in memory are its raw bytes (C order, little-endian [R-DATA-005]) here.
-    if chunk and array.flags.c_contiguous and np.little_endian and array.dtype.isnative \
-            and writes_whole(key, array.reshape(-1).view(np.uint8), boxes):
+    same_as_base = writes_whole(key, array.reshape(-1).view(np.uint8), boxes) \
+        if chunk and array.flags.c_contiguous and np.little_endian and array.dtype.isnative \
+        else None
+    if same_as_base is not None:
         whole = tensors.whole(key, array)
-        whole.chunk_size = chunk
+        # On the item, not by key: an item refused by tensors.whole leaves nothing behind.
+        whole.chunk_size, whole.same_as_base = chunk, same_as_base
         yield whole
         return
     yield from tensors.slices(key, array, (0,) * array.ndim, array.shape, boxes)

@@ -236,10 +236,6 @@ class Reuse:
         self._adopting = threading.Lock()
         # The bytes of the blocks found unchanged so far in each base file of its own.
         self._unchanged: dict[int, int] = {}
-        # What writes_whole found of the tensors it had written whole, on the thread that
-        # makes the items: unchanged (True: every byte equal to the whole block the base
-        # stores) or changed in every band (False). Their items are not compared again.
-        self._whole_verdicts: dict[str, bool] = {}
         if base is None:
             return
         for key, info in base.index.tensors.items():
@@ -270,13 +266,12 @@ class Reuse:
         Safe on any thread (it compares bytes); the function is called on the writing
         thread, in order, when the lookups of the next few MiB of items have run or
         are running (their unchanged bytes then count towards linking the file)."""
-        verdict = None if item.box is not None else \
-            self._whole_verdicts.get(self._tensors.table.keys[item.row])
-        stored = None if verdict is False else self._stored_for(item)
+        # Compared already when writes_whole chose its layout (Item.same_as_base).
+        stored = None if item.same_as_base is False else self._stored_for(item)
         if stored is None or stored.dtype != item.dtype \
                 or stored.block.raw_length != len(item.raw):
             return None
-        if verdict is None and not self._same_bytes(stored, item.raw):
+        if item.same_as_base is None and not self._same_bytes(stored, item.raw):
             return None
         if stored.shard.pool_sha256:
             return partial(self._reference, stored, stored.shard)
@@ -303,20 +298,19 @@ class Reuse:
         return None if part is None else _Stored(part, whole.dtype, whole.shard,
                                                  whole.shard_number)
 
-    def writes_whole(self, key: str, raw: np.ndarray, boxes: list[Box]) -> bool:
+    def writes_whole(self, key: str, raw: np.ndarray, boxes: list[Box]) -> bool | None:
         """Whether the tensor ``key`` (``raw``, its bytes), cut into the bands ``boxes``, is
-        written as one item: when every band changed (:meth:`_all_changed`), or when
-        the base stores the tensor whole and every byte of it is unchanged, compared
-        here once (its item then references that block; :meth:`block_for` does not
-        compare it again)."""
+        written as one item, and why: False when every band changed
+        (:meth:`_all_changed`), True when the base stores the tensor whole and every
+        byte of it is equal, compared here (the item then references that block
+        unless its dtype differs; :meth:`block_for` does not compare it again); None
+        (in bands) otherwise."""
         if self._all_changed(key, raw, boxes):
-            self._whole_verdicts[key] = False
-            return True
+            return False
         whole = self._stored.get((key, None))
         if whole is None or whole.block.raw_length != len(raw) \
                 or not self._same_bytes(whole, raw.data):
-            return False
-        self._whole_verdicts[key] = True
+            return None
         return True
 
     def _all_changed(self, key: str, raw: np.ndarray, boxes: list[Box]) -> bool:
