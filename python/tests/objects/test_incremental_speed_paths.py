@@ -99,6 +99,7 @@ def test_a_pool_object_changed_after_it_was_hashed_fails_verification(tmp_path: 
     file, of any byte, is found by the SHA-256 (and by the CRC of its chunk)."""
     tensor = np.random.default_rng(3).random((4096, 1024), dtype=np.float32)
     _save(tmp_path, 1, {"w": tensor})
+    tensor[0] += np.float32(1)  # band 0 changes: save 2 stores bands, the others referenced
     path, _ = _save(tmp_path, 2, {"w": tensor})  # save 1's file linked and hashed
     (name,) = _pool_sizes(tmp_path)
     with open(tmp_path / POOL_DIRECTORY / name, "r+b") as file:
@@ -109,8 +110,9 @@ def test_a_pool_object_changed_after_it_was_hashed_fails_verification(tmp_path: 
     with ocf.Reader(path) as reader:
         with pytest.raises(ocf.IntegrityError, match="SHA-256"):
             reader.check_pool_identities()
-        # The banded read checks every chunk, and names the band [R-CRC-001].
-        with pytest.raises(ocf.IntegrityError, match=r"'w'.*slice 5, chunk 0 .*CRC-32C"):
+        # The banded read checks every chunk, and names the band [R-CRC-001]: rows
+        # 1280-1535, slice 4 (the rewritten band 0 is listed after the references).
+        with pytest.raises(ocf.IntegrityError, match=r"'w'.*slice 4, chunk 0 .*CRC-32C"):
             reader.read_tensor("w")
 
 

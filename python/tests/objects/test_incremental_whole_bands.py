@@ -139,3 +139,81 @@ def test_a_tensor_in_bands_changed_everywhere_is_written_whole_again(tmp_path: P
     whole, _ = _layout(third)
     assert whole is not None
     np.testing.assert_array_equal(verify_fully(third)["w"], tensor)
+
+
+def test_an_unchanged_tensor_the_base_stores_whole_references_that_block_whole(
+        tmp_path: Path) -> None:
+    """A frozen weight is one reference, not a reference per band, save after save: a
+    reader reads it in one piece, as it reads a full save."""
+    tensor = _tensor(7)
+    _save(tmp_path, "ckpt-1", None, tensor)
+    base, _ = _layout(tmp_path / "ckpt-1")
+    assert base is not None
+    previous = "ckpt-1"
+    for name in ("ckpt-2", "ckpt-3"):
+        path = _save(tmp_path, name, previous, tensor)
+        whole, slices = _layout(path)
+        assert whole is not None
+        assert not slices
+        with ocf.Reader(path) as reader:
+            assert reader.index.shards[whole.shard].pool_sha256  # in the pool
+        assert (whole.offset, whole.raw_length, whole.chunk_crcs) == \
+            (base.offset, base.raw_length, base.chunk_crcs)
+        np.testing.assert_array_equal(verify_fully(path)["w"], tensor)
+        previous = name
+
+
+# Changes its bands' first 4 KiB do not show: each is found by comparing every byte.
+@pytest.mark.parametrize(("row", "column"), [(ROWS - 1, COLUMNS - 1), (BAND_ROWS * 9 + 1, 0),
+                                         (BAND_ROWS - 1, COLUMNS - 1), (BAND_ROWS * 16 + 3, 77)])
+def test_a_change_past_every_bands_first_bytes_is_saved(tmp_path: Path, row: int,
+                                                        column: int) -> None:
+    tensor = _tensor(8)
+    _save(tmp_path, "ckpt-1", None, tensor)
+    tensor[row, column] = np.nextafter(tensor[row, column], np.float32(np.inf))
+    path = _save(tmp_path, "ckpt-2", "ckpt-1", tensor)
+    np.testing.assert_array_equal(verify_fully(path)["w"], tensor)
+    whole, slices = _layout(path)
+    assert whole is None  # in bands: the changed one written, the others referenced
+    assert [start for start, _, own in slices if own] == [row // BAND_ROWS * BAND_ROWS]
+
+
+def test_equal_bytes_of_another_dtype_are_written_not_referenced(tmp_path: Path) -> None:
+    tensor = _tensor(9)
+    _save(tmp_path, "ckpt-1", None, tensor)
+    as_integers = tensor.view(np.int32)
+    path = _save(tmp_path, "ckpt-2", "ckpt-1", as_integers)
+    whole, _ = _layout(path)
+    assert whole is not None
+    with ocf.Reader(path) as reader:
+        assert not reader.index.shards[whole.shard].pool_sha256  # in its own file
+        assert reader.index.tensors["w"].dtype.name == "int32"
+    np.testing.assert_array_equal(verify_fully(path)["w"], as_integers)
+
+
+def test_a_refused_duplicate_equal_to_the_base_does_not_make_the_first_one_reused(
+        tmp_path: Path) -> None:
+    """What the layout's comparison found belongs to the item compared: a second array
+    under the same key, equal to the base and refused, says nothing of the first."""
+    # 2 MiB, two bands: the first array's lookup is still to run when the second is refused.
+    base = np.random.default_rng(10).random((1024, 512), dtype=np.float32)
+    _save(tmp_path, "ckpt-1", None, base)
+    changed = base + np.float32(1)
+    writer = ocf.Writer(tmp_path / "ckpt-2", incremental=True, base=tmp_path / "ckpt-1")
+    with pytest.raises(ocf.InvalidError, match="key written twice"):
+        writer.write_many([("w", changed), ("w", base)])
+    writer.commit()  # the tensors before the refused one are written
+    np.testing.assert_array_equal(verify_fully(tmp_path / "ckpt-2")["w"], changed)
+
+
+def test_a_refused_reshape_equal_to_the_base_leaves_nothing_for_a_later_write(
+        tmp_path: Path) -> None:
+    base = _tensor(11)
+    _save(tmp_path, "ckpt-1", None, base)
+    writer = ocf.Writer(tmp_path / "ckpt-2", incremental=True, base=tmp_path / "ckpt-1")
+    with pytest.raises(ocf.LimitExceededError, match="rank 33"):
+        writer.write("w", base.reshape(base.shape + (1,) * 31))
+    one_row = (base + np.float32(1)).reshape(1, -1)  # one row: stored whole, never banded
+    writer.write("w", one_row)
+    writer.commit()
+    np.testing.assert_array_equal(verify_fully(tmp_path / "ckpt-2")["w"], one_row)

@@ -178,9 +178,9 @@ class Writer:
         """The items that store each array whole under its key, in chunks of
         ``chunk_size`` (None: the writer's)."""
         if self._reuse is not None:  # large tensors as bands of rows, each reused or written
-            chunk, changed = chunk_size or self.chunk_size, self._reuse.all_changed
+            chunk, whole = chunk_size or self.chunk_size, self._reuse.writes_whole
             return (item for key, value in pairs
-                    for item in banded_items(self._tensors, key, value, chunk, changed))
+                    for item in banded_items(self._tensors, key, value, chunk, whole))
         return (self._tensors.whole(key, value) for key, value in pairs)
 
     def write_slice(

@@ -5,10 +5,13 @@ A large tensor is cut into bands of whole rows: the unit a later save reuses
 or rewrites. A tensor of which every band changed (pretraining: every
 weight, every step) is written whole instead, as a full save writes it, in
 chunks of one band each: one block, one index row and one write, not one
-per band. The bands stay reusable: band ``k`` of such a block is its bytes
-``[k * band, (k + 1) * band)``, its chunks ``k * band / chunk`` onwards, which
-a later save references as a block of its own ([R-DATA-001]: the band's
-bytes are a multiple of 64, so is its offset) with those chunks' CRCs.
+per band. So is a tensor of which no byte changed when the base stores it
+whole (a frozen weight): it references the base's block, one index row that
+a reader reads in one piece, not one per band. The bands stay reusable: band
+``k`` of such a block is its bytes ``[k * band, (k + 1) * band)``, its chunks
+``k * band / chunk`` onwards, which a later save references as a block of its
+own ([R-DATA-001]: the band's bytes are a multiple of 64, so is its offset)
+with those chunks' CRCs.
 
 Whether every band changed is told by their first bytes, which differ from
 the stored ones when the band changed (a changed weight changes everywhere):
@@ -42,9 +45,11 @@ FINE_BAND_BYTES = 256 << 10
 # Bands per tensor at most, well inside the slices-per-tensor limit [R-SLICE-004].
 _MAX_BANDS = 4096
 
-# Whether every band (boxes) of the tensor ``key`` (its raw bytes) changed since the
-# base: the question :func:`banded_items` asks of an incremental write's reuse.
-AllChanged = Callable[[str, np.ndarray, list[Box]], bool]
+# Whether the tensor ``key`` (its raw bytes), cut into the bands ``boxes``, is written
+# whole, and why: every band changed since the base (False), or none did and the base
+# stores it whole (True); None: in bands. The question :func:`banded_items` asks of an
+# incremental write's reuse.
+WritesWhole = Callable[[str, np.ndarray, list[Box]], bool | None]
 
 
 def bands(shape: tuple[int, ...], itemsize: int, band_bytes: int | None = None
@@ -68,10 +73,10 @@ def band_bytes_for(total: int) -> int:
 
 
 def banded_items(tensors: Tensors, key: str, value: object, chunk_size: int,
-                 all_changed: AllChanged) -> Iterator[Item]:
+                 writes_whole: WritesWhole) -> Iterator[Item]:
     """The items that store ``value`` under ``key``: whole, or as bands of rows. A
-    tensor of which every band changed (``all_changed``) is one item stored whole in
-    chunks of a band or a divisor of it (at most ``chunk_size``, the writer's)."""
+    tensor ``writes_whole`` says so of is one item, stored (when not reused) in chunks
+    of a band or a divisor of it (at most ``chunk_size``, the writer's)."""
     array = value if isinstance(value, np.ndarray) else np.asarray(value)
     boxes = bands(tuple(array.shape), array.dtype.itemsize) \
         if array.dtype.kind not in "OUS" else None
@@ -80,10 +85,13 @@ def banded_items(tensors: Tensors, key: str, value: object, chunk_size: int,
         return
     chunk = _band_chunk(boxes[0][1][0] * (array.nbytes // array.shape[0]), chunk_size)
     # Its bytes in memory are its raw bytes (C order, little-endian [R-DATA-005]) here.
-    if chunk and array.flags.c_contiguous and np.little_endian and array.dtype.isnative \
-            and all_changed(key, array.reshape(-1).view(np.uint8), boxes):
+    same_as_base = writes_whole(key, array.reshape(-1).view(np.uint8), boxes) \
+        if chunk and array.flags.c_contiguous and np.little_endian and array.dtype.isnative \
+        else None
+    if same_as_base is not None:
         whole = tensors.whole(key, array)
-        whole.chunk_size = chunk
+        # On the item, not by key: an item refused by tensors.whole leaves nothing behind.
+        whole.chunk_size, whole.same_as_base = chunk, same_as_base
         yield whole
         return
     yield from tensors.slices(key, array, (0,) * array.ndim, array.shape, boxes)

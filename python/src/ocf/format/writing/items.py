@@ -44,6 +44,9 @@ class Item:
     box: Box | None  # (start, extent) of a slice; None for a tensor stored whole
     # Its chunk size, when not the one the write gives all its items (0: one chunk).
     chunk_size: int | None = None
+    # In an incremental write, what comparing it with the block the base stores in its
+    # place already found: equal bytes (True), changed ones (False), or not asked (None).
+    same_as_base: bool | None = None
 
 
 class Tensors:

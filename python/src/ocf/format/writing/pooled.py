@@ -266,11 +266,12 @@ class Reuse:
         Safe on any thread (it compares bytes); the function is called on the writing
         thread, in order, when the lookups of the next few MiB of items have run or
         are running (their unchanged bytes then count towards linking the file)."""
-        stored = self._stored_for(item)
+        # Compared already when writes_whole chose its layout (Item.same_as_base).
+        stored = None if item.same_as_base is False else self._stored_for(item)
         if stored is None or stored.dtype != item.dtype \
                 or stored.block.raw_length != len(item.raw):
             return None
-        if not self._same_bytes(stored, item.raw):
+        if item.same_as_base is None and not self._same_bytes(stored, item.raw):
             return None
         if stored.shard.pool_sha256:
             return partial(self._reference, stored, stored.shard)
@@ -297,7 +298,22 @@ class Reuse:
         return None if part is None else _Stored(part, whole.dtype, whole.shard,
                                                  whole.shard_number)
 
-    def all_changed(self, key: str, raw: np.ndarray, boxes: list[Box]) -> bool:
+    def writes_whole(self, key: str, raw: np.ndarray, boxes: list[Box]) -> bool | None:
+        """Whether the tensor ``key`` (``raw``, its bytes), cut into the bands ``boxes``, is
+        written as one item, and why: False when every band changed
+        (:meth:`_all_changed`), True when the base stores the tensor whole and every
+        byte of it is equal, compared here (the item then references that block
+        unless its dtype differs; :meth:`block_for` does not compare it again); None
+        (in bands) otherwise."""
+        if self._all_changed(key, raw, boxes):
+            return False
+        whole = self._stored.get((key, None))
+        if whole is None or whole.block.raw_length != len(raw) \
+                or not self._same_bytes(whole, raw.data):
+            return None
+        return True
+
+    def _all_changed(self, key: str, raw: np.ndarray, boxes: list[Box]) -> bool:
         """Whether each band ``boxes`` of the tensor ``key`` (``raw``, its bytes) differs
         from the base's bytes in its place in its first bytes (or has none there): the
         tensor is then written whole. Only a layout is decided here; what is reused is
