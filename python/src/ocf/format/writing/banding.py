@@ -22,6 +22,7 @@ bytes; it only decides how the new bytes are laid out [R-COMMIT-007].
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -56,7 +57,7 @@ def bands(shape: tuple[int, ...], itemsize: int, band_bytes: int | None = None
           ) -> list[Box] | None:
     """Boxes of whole rows (along the first dimension) of about ``band_bytes`` each
     that tile ``shape``; None when the tensor is small enough to stay whole."""
-    total = int(np.prod(shape, dtype=np.int64)) * itemsize if shape else itemsize
+    total = math.prod(shape) * itemsize
     band_bytes = band_bytes_for(total) if band_bytes is None else band_bytes
     if not shape or total <= band_bytes or shape[0] < 2:
         return None

@@ -100,7 +100,8 @@ class BlockEmitter:
                    ) -> Iterator[tuple[Item | TileRun, Found | None]]:
         """Each item with what ``reuse`` found for it (None: write it). The lookups (byte
         comparisons) run on the worker threads, a group of items of about _LOOKUP_BYTES
-        a job, a few groups ahead of the writes, which they then overlap. When taking
+        a job, a few groups ahead of the writes, which they then overlap; an item
+        already found changed (``Item.same_as_base`` False) is not looked up. When taking
         the next item raises, the items before it come first; no lookup outlives the
         generator (the caller may then close what they read)."""
         if self._reuse is None:
@@ -112,7 +113,8 @@ class BlockEmitter:
         try:
             try:
                 for item in items:
-                    if isinstance(item, TileRun):  # tiles are never reused
+                    # Tiles are never reused; nor is an item already found changed.
+                    if isinstance(item, TileRun) or item.same_as_base is False:
                         self._look_up(group, window)
                         group, gathered = [], 0
                         while window:
