@@ -510,6 +510,14 @@ def test_a_torch_module_passed_before_its_adapter_is_imported_names_the_adapter(
     assert "import ocf.torch first" in result.stderr
 
 
+def test_a_jax_array_outside_a_tree_state_is_refused_saying_where_it_goes() -> None:
+    import jax.numpy as jnp  # the test environment has JAX (scripts/setup.sh)
+
+    with pytest.raises(ocf.InvalidError, match=r"Checkpoint\(w=\.\.\.\): a jax.*ArrayImpl "
+                                               r"is neither trackable.*ocf\.jax\.TreeState"):
+        ocf.Checkpoint(w=jnp.zeros(3))
+
+
 @pytest.mark.parametrize(("value", "named"), [
     ([np.zeros(2), _Untracked()], r"Checkpoint\(model=\.\.\.\)\[1\]: a .*_Untracked"),
     ({"layers": ({"w": _Untracked()},)}, r"\['layers'\]\[0\]\['w'\]: a .*_Untracked"),

@@ -25,11 +25,18 @@ from ocf.objects.tracking import Module, Variable, is_metadata, is_trackable
 
 SAVE_COUNTER = "save_counter"
 
-# The adapter that makes a framework's objects trackable, by the framework's top-level
-# package: until it is imported, such an object would be saved as nothing.
-_ADAPTER_FOR_PACKAGE = {"torch": "ocf.torch", "jax": "ocf.jax", "jaxlib": "ocf.jax",
-                        "flax": "ocf.jax", "optax": "ocf.jax", "tensorflow": "ocf.tensorflow",
-                        "keras": "ocf.keras", "tf_keras": "ocf.keras"}
+# What to do with an untracked object of a framework, by its top-level package.
+_ADVICE_FOR_PACKAGE = {
+    "torch": "import ocf.torch first (it makes torch modules, optimizers and tensors "
+             "trackable)",
+    "keras": "import ocf.keras first (it makes Keras models, layers and optimizers "
+             "trackable)",
+    **dict.fromkeys(("jax", "jaxlib", "flax", "optax"),
+                    "put a JAX pytree in an ocf.jax.TreeState(tree)"),
+    "tensorflow": "OCF tracks Keras objects (ocf.keras), not TensorFlow's own; pass a "
+                  "Keras model or optimizer, or the variable's value as an array",
+}
+_ADVICE = "pass an ocf.Module, a Variable, an array, a list or dict of them, or a scalar"
 
 
 def _refuse_what_would_be_dropped(where: str, value: object) -> None:
@@ -49,9 +56,7 @@ def _refuse_what_would_be_dropped(where: str, value: object) -> None:
             _refuse_what_would_be_dropped(f"{where}[{number}]", item)
     elif not is_trackable(value):
         module = type(value).__module__
-        adapter = _ADAPTER_FOR_PACKAGE.get(module.partition(".")[0])
-        advice = (f"import {adapter} first" if adapter else "pass an ocf.Module, a "
-                  "Variable, an array, a list or dict of them, or a scalar")
+        advice = _ADVICE_FOR_PACKAGE.get(module.partition(".")[0], _ADVICE)
         raise InvalidError(f"{where}: a {module}.{type(value).__qualname__} is neither "
                            f"trackable nor a scalar, so nothing of it would be saved; "
                            f"{advice}")
