@@ -12,7 +12,7 @@ ocf.interop.registry, whichever entry point is used first.
 Examples:
     >>> import ocf
     >>> ocf.__version__
-    '0.4.2'
+    '0.4.3'
 """
 
 from __future__ import annotations
